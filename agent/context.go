@@ -1,0 +1,78 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/babelagent/babel/secrets"
+)
+
+type secretsKey struct{}
+
+// Secrets is the set of secrets one call may use: exactly those its node
+// declared. The kernel builds it for each call; an agent reads it with
+// SecretsFrom. It is never shared between calls.
+type Secrets struct{ m map[string]secrets.Secret }
+
+// NewSecrets returns a set holding ss.
+func NewSecrets(ss ...secrets.Secret) *Secrets {
+	m := make(map[string]secrets.Secret, len(ss))
+	for _, s := range ss {
+		m[s.Name()] = s
+	}
+	return &Secrets{m: m}
+}
+
+// Get returns the secret named name, if the call was given it.
+func (s *Secrets) Get(name string) (secrets.Secret, bool) {
+	if s == nil {
+		return secrets.Secret{}, false
+	}
+	v, ok := s.m[name]
+	return v, ok
+}
+
+// Names lists the names of the secrets in the set.
+func (s *Secrets) Names() []string {
+	if s == nil {
+		return nil
+	}
+	out := make([]string, 0, len(s.m))
+	for k := range s.m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// WithSecrets returns ctx carrying ss for the agent call it is passed to.
+func WithSecrets(ctx context.Context, ss *Secrets) context.Context {
+	return context.WithValue(ctx, secretsKey{}, ss)
+}
+
+// SecretsFrom returns the secrets of the current call (never nil).
+func SecretsFrom(ctx context.Context) *Secrets {
+	if s, ok := ctx.Value(secretsKey{}).(*Secrets); ok && s != nil {
+		return s
+	}
+	return &Secrets{}
+}
+
+type callKey struct{}
+
+// CallInfo describes the call an agent is serving; set by the kernel.
+type CallInfo struct {
+	RunID     string
+	Node      string
+	Principal string
+	Attempt   int
+}
+
+// WithCallInfo returns ctx carrying ci.
+func WithCallInfo(ctx context.Context, ci *CallInfo) context.Context {
+	return context.WithValue(ctx, callKey{}, ci)
+}
+
+// CallInfoFrom returns the current call's description, or nil outside a call.
+func CallInfoFrom(ctx context.Context) *CallInfo {
+	ci, _ := ctx.Value(callKey{}).(*CallInfo)
+	return ci
+}
