@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/babelagent/babel/secrets"
 )
@@ -64,6 +65,8 @@ type CallInfo struct {
 	Node      string
 	Principal string
 	Attempt   int
+	// Effects are the effects the node declared: all this call may do.
+	Effects []Effect
 }
 
 // WithCallInfo returns ctx carrying ci.
@@ -75,4 +78,21 @@ func WithCallInfo(ctx context.Context, ci *CallInfo) context.Context {
 func CallInfoFrom(ctx context.Context) *CallInfo {
 	ci, _ := ctx.Value(callKey{}).(*CallInfo)
 	return ci
+}
+
+// Permit returns an error unless the current call declared effect e. An
+// adapter calls it before acting, so an undeclared effect is refused at run
+// time whatever the agent was built to do. Outside a kernel call everything
+// is refused.
+func Permit(ctx context.Context, e Effect) error {
+	ci := CallInfoFrom(ctx)
+	if ci == nil {
+		return fmt.Errorf("effect %s refused: not inside a kernel call", e)
+	}
+	for _, d := range ci.Effects {
+		if d == e {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s: effect %s refused: the node does not declare it", ci.Node, e)
 }

@@ -2,7 +2,14 @@
 //
 // A Secret prints, logs and marshals as [REDACTED]; only Reveal gives the
 // value, and only code that is about to use it on the wire should call it.
-// This package must never write a secret value anywhere.
+// Sources (Env, File, Keyring, Chain) look a secret up by name, and only the
+// names they are asked for. A Redactor scrubs registered values and common
+// credential patterns from text, JSON and log records; package broker hands a
+// node exactly the secrets it declared and registers each value it resolves.
+//
+// This package must never write a secret value anywhere: not to a log, an
+// error, a file or a child process's environment. It never reads the process
+// environment on its own and never loads anything from the working directory.
 package secrets
 
 import (
@@ -14,22 +21,39 @@ import (
 const Redacted = "[REDACTED]"
 
 // Secret is a named secret value. The zero value is an empty secret.
+//
+// The value sits behind a pointer so that even reflection-driven printing
+// that bypasses the methods below (fmt on a struct holding a Secret in an
+// unexported field, where fmt cannot call methods) shows an address, never
+// the value.
 type Secret struct {
-	name  string
-	value string
+	name string
+	v    *secretValue
 }
 
+type secretValue struct{ s string }
+
 // New returns a Secret holding value under name.
-func New(name, value string) Secret { return Secret{name: name, value: value} }
+func New(name, value string) Secret {
+	if value == "" {
+		return Secret{name: name}
+	}
+	return Secret{name: name, v: &secretValue{s: value}}
+}
 
 // Name is the secret's name (for example OPENAI_API_KEY); it is not secret.
 func (s Secret) Name() string { return s.name }
 
 // Reveal returns the value. Call it only where the value goes on the wire.
-func (s Secret) Reveal() string { return s.value }
+func (s Secret) Reveal() string {
+	if s.v == nil {
+		return ""
+	}
+	return s.v.s
+}
 
 // IsZero reports whether the secret holds no value.
-func (s Secret) IsZero() bool { return s.value == "" }
+func (s Secret) IsZero() bool { return s.v == nil || s.v.s == "" }
 
 func (s Secret) String() string                { return Redacted }
 func (s Secret) GoString() string              { return Redacted }

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// env is what every command may touch: its streams. Nothing is read from
+// the working directory unless a command is given a path.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	tty            bool
+}
+
+func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, tty: isTTY(stderr)}
+	root := &cobra.Command{
+		Use:           "babel",
+		Short:         "Babelagent: one common tongue for agents, and a runtime safe to point at untrusted input",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
+	root.AddCommand(
+		e.runCmd(), e.validateCmd(), e.inspectCmd(), e.demoCmd(), e.doctorCmd(), e.versionCmd(),
+	)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(stderr, "babel:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "babel:", err)
+	return exitBadInput // unknown command, bad flag, wrong argument count
+}
+
+func (e *env) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := "(devel)"
+			if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+				v = bi.Main.Version
+			}
+			fmt.Fprintln(e.stdout, "babel", v)
+			return nil
+		},
+	}
+}

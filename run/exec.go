@@ -1,0 +1,590 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/kernel"
+)
+
+type nodeState struct {
+	status   NodeStatus
+	okUp     int
+	doneUp   int
+	gen      int
+	attempts int
+	iter     int
+	start    time.Time
+	dur      time.Duration
+	out      agent.Message
+	err      error
+	warnings []string
+	route    string
+}
+
+type completion struct {
+	idx, gen int
+	out      agent.Message
+	err      error
+	attempts int
+	warnings []string
+	dur      time.Duration
+}
+
+// exec is one run in progress. Only the coordinator goroutine touches its
+// fields; node goroutines talk to it through done.
+type exec struct {
+	r       *Runner
+	g       *graph.Graph
+	kr      *kernel.Run
+	onEvent func(Event)
+	states  []nodeState
+	done    chan completion
+	stop    chan struct{} // closed when the coordinator returns: late senders give up
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	running int
+	// outcome so far
+	status  Status
+	failErr error
+}
+
+func newExec(r *Runner, g *graph.Graph, kr *kernel.Run, onEvent func(Event)) *exec {
+	e := &exec{
+		r: r, g: g, kr: kr, onEvent: onEvent,
+		states: make([]nodeState, len(g.Nodes)),
+		done:   make(chan completion, len(g.Nodes)),
+		stop:   make(chan struct{}),
+	}
+	for i := range e.states {
+		e.states[i].status = NodePending
+	}
+	return e
+}
+
+func (e *exec) emit(typ string, node string, f func(*Event)) {
+	if e.onEvent == nil {
+		return
+	}
+	ev := Event{Type: typ, RunID: e.kr.ID, Graph: e.g.Name, Node: node, Time: time.Now()}
+	if f != nil {
+		f(&ev)
+	}
+	e.onEvent(ev)
+}
+
+func (e *exec) run(parent context.Context, deadline time.Duration, input agent.Message) *Result {
+	start := time.Now()
+	res := &Result{RunID: e.kr.ID, Graph: e.g.Name, Principal: e.kr.Principal, StartedAt: start}
+	dctx, dcancel := context.WithTimeoutCause(parent, deadline, errDeadline)
+	defer dcancel()
+	e.ctx, e.cancel = context.WithCancelCause(dctx)
+	defer e.cancel(nil)
+	defer close(e.stop)
+	e.status = StatusRunning
+	e.emit(EventRunStarted, "", nil)
+
+	if err := input.Validate(); err != nil {
+		e.status, e.failErr = StatusFailed, fmt.Errorf("input: %w", err)
+	} else {
+		for _, i := range e.g.Roots {
+			e.start(i, input)
+		}
+	}
+
+	for e.running > 0 {
+		select {
+		case c := <-e.done:
+			e.complete(c)
+		case <-e.ctx.Done():
+			e.interrupt()
+		}
+	}
+	e.finish(res)
+	res.FinishedAt = time.Now()
+	e.emit(EventRunFinished, "", func(ev *Event) {
+		ev.Status = string(res.Status)
+		ev.Error = res.Error
+		ev.DurationMS = ms(res.FinishedAt.Sub(start))
+	})
+	return res
+}
+
+// interrupt handles the run's context ending: deadline, cancel, fail-fast
+// or pause. In-flight nodes are cancelled and given a grace period.
+func (e *exec) interrupt() {
+	cause := context.Cause(e.ctx)
+	if e.status == StatusRunning {
+		switch {
+		case errors.Is(cause, errDeadline):
+			e.status, e.failErr = StatusLimitExceeded, &kernel.LimitError{Limit: "run deadline"}
+		case errors.Is(cause, errFailed), errors.Is(cause, errPaused):
+		default:
+			e.status, e.failErr = StatusCancelled, errors.New("run cancelled")
+		}
+	}
+	grace := time.NewTimer(e.r.grace)
+	defer grace.Stop()
+	for e.running > 0 {
+		select {
+		case c := <-e.done:
+			e.complete(c)
+		case <-grace.C:
+			for i := range e.states {
+				if e.states[i].status == NodeRunning {
+					e.states[i].status = NodeCancelled
+					e.states[i].dur = time.Since(e.states[i].start)
+					e.states[i].err = errors.New("abandoned: did not stop when cancelled")
+				}
+			}
+			e.running = 0
+		}
+	}
+}
+
+func (e *exec) start(i int, in agent.Message) {
+	st := &e.states[i]
+	if e.ctx.Err() != nil {
+		st.status = NodeCancelled
+		return
+	}
+	st.status = NodeRunning
+	st.start = time.Now()
+	st.gen++
+	e.running++
+	e.emit(EventNodeStarted, e.g.Nodes[i].Name, nil)
+	go e.runNode(i, st.gen, in)
+}
+
+func (e *exec) send(c completion) {
+	select {
+	case e.done <- c:
+	case <-e.stop:
+	}
+}
+
+// runNode executes one node: attempts, retries with backoff, its gate. It
+// runs on its own goroutine and reports once through done.
+func (e *exec) runNode(i, gen int, in agent.Message) {
+	n := e.g.Nodes[i]
+	c := completion{idx: i, gen: gen}
+	began := time.Now()
+	defer func() {
+		c.dur = time.Since(began)
+		e.send(c)
+	}()
+	select {
+	case e.r.sem <- struct{}{}:
+		defer func() { <-e.r.sem }()
+	case <-e.ctx.Done():
+		c.err = context.Cause(e.ctx)
+		return
+	}
+	if n.Sem != nil {
+		select {
+		case n.Sem <- struct{}{}:
+			defer func() { <-n.Sem }()
+		case <-e.ctx.Done():
+			c.err = context.Cause(e.ctx)
+			return
+		}
+	}
+	gateTries := 0
+	for attempt := 1; ; attempt++ {
+		c.attempts = attempt
+		out, err := e.attempt(n, gen, in, attempt)
+		if err == nil && n.Gate != nil {
+			if ok, why := n.Gate.Check.Eval(out); !ok {
+				switch n.Gate.OnFail {
+				case graph.GateWarn:
+					c.warnings = append(c.warnings, "gate: "+why)
+				case graph.GateRetry:
+					if gateTries < n.Gate.Retries {
+						gateTries++
+						c.warnings = append(c.warnings, fmt.Sprintf("gate retry %d: %s", gateTries, why))
+						continue
+					}
+					err = &GateError{Node: n.Name, Reason: why}
+				default:
+					err = &GateError{Node: n.Name, Reason: why}
+				}
+			}
+		}
+		if err == nil {
+			c.out = out
+			return
+		}
+		if attempt > n.Retries || kernel.Permanent(err) || !retryable(err) || e.ctx.Err() != nil {
+			c.err = err
+			return
+		}
+		backoff := n.Backoff << (attempt - 1)
+		if backoff > 30*time.Second || backoff <= 0 {
+			backoff = 30 * time.Second
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-e.ctx.Done():
+			t.Stop()
+			c.err = err
+			return
+		}
+	}
+}
+
+// GateError says a node's output failed its quality gate.
+type GateError struct {
+	Node   string
+	Reason string
+}
+
+func (e *GateError) Error() string { return fmt.Sprintf("node %s: gate failed: %s", e.Node, e.Reason) }
+
+// retryable: anything but malformed input, a gate failure, or a peer error
+// that says trying again cannot help.
+func retryable(err error) bool {
+	var in *agent.InputError
+	var ge *GateError
+	var pe *agent.PeerError
+	switch {
+	case errors.As(err, &in), errors.As(err, &ge):
+		return false
+	case errors.As(err, &pe):
+		return pe.Retryable()
+	}
+	return true
+}
+
+// attempt makes one kernel call under the node's timeout. If the agent
+// ignores its context past the timeout, a watchdog reports the node timed
+// out to the coordinator, which moves on without it.
+func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, attempt int) (agent.Message, error) {
+	call := &kernel.Call{Run: e.kr, Node: n, Input: in, Attempt: attempt}
+	if dl, ok := e.ctx.Deadline(); ok && time.Until(dl) <= n.Timeout {
+		// The run's deadline comes first, and the coordinator enforces it.
+		return e.r.k.Invoke(e.ctx, call)
+	}
+	actx, cancel := context.WithTimeout(e.ctx, n.Timeout)
+	defer cancel()
+	var returned atomic.Bool
+	stopWatch := context.AfterFunc(actx, func() {
+		if e.ctx.Err() != nil {
+			return // the run itself ended: the coordinator handles it
+		}
+		t := time.NewTimer(e.r.grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-e.stop:
+			return
+		}
+		if !returned.Load() {
+			e.send(completion{idx: n.Index, gen: gen, attempts: attempt,
+				err: &TimeoutError{Node: n.Name, After: n.Timeout, Abandoned: true}})
+		}
+	})
+	out, err := e.r.k.Invoke(actx, call)
+	returned.Store(true)
+	stopWatch()
+	if err != nil && actx.Err() == context.DeadlineExceeded && e.ctx.Err() == nil {
+		err = &TimeoutError{Node: n.Name, After: n.Timeout}
+	}
+	return out, err
+}
+
+// TimeoutError says a node ran past its timeout.
+type TimeoutError struct {
+	Node      string
+	After     time.Duration
+	Abandoned bool
+}
+
+func (e *TimeoutError) Error() string {
+	if e.Abandoned {
+		return fmt.Sprintf("node %s: timed out after %v (ignored cancellation; abandoned)", e.Node, e.After)
+	}
+	return fmt.Sprintf("node %s: timed out after %v", e.Node, e.After)
+}
+
+func (e *exec) complete(c completion) {
+	st := &e.states[c.idx]
+	if st.status != NodeRunning || c.gen != st.gen {
+		return
+	}
+	e.running--
+	st.attempts += c.attempts
+	st.dur += c.dur
+	st.warnings = append(st.warnings, c.warnings...)
+	n := e.g.Nodes[c.idx]
+	if c.err != nil {
+		e.fail(c.idx, c.err)
+		return
+	}
+	st.status, st.out = NodeSucceeded, c.out
+	e.emit(EventNodeFinished, n.Name, func(ev *Event) {
+		ev.Attempt, ev.DurationMS, ev.Status = st.attempts, ms(st.dur), string(NodeSucceeded)
+	})
+	if n.Loop != nil && e.again(c.idx) {
+		return
+	}
+	var routed []int
+	if n.Branch != nil {
+		routed, st.route = n.Branch.Route(c.out)
+	}
+	for _, d := range n.Downstream {
+		e.notify(d, n.Branch == nil || slices.Contains(routed, d))
+	}
+}
+
+// again starts another iteration of the loop whose tail is i, if its bound
+// and condition allow; it reports whether it did.
+func (e *exec) again(i int) bool {
+	n, st := e.g.Nodes[i], &e.states[i]
+	if n.Loop.Until != nil {
+		if ok, _ := n.Loop.Until.Eval(st.out); ok {
+			return false
+		}
+	}
+	if st.iter+1 >= n.Loop.Max {
+		if n.Loop.Until != nil {
+			st.warnings = append(st.warnings, fmt.Sprintf("loop stopped at its bound of %d iterations before its condition held", n.Loop.Max))
+		}
+		return false
+	}
+	st.iter++
+	out := st.out
+	for _, k := range n.LoopBody {
+		ks := &e.states[k]
+		ks.status, ks.okUp, ks.doneUp = NodePending, 0, 0
+		ks.iter = st.iter
+		for _, u := range e.g.Nodes[k].Upstream {
+			if !slices.Contains(n.LoopBody, u) {
+				ks.doneUp++
+				if e.states[u].status == NodeSucceeded {
+					ks.okUp++
+				}
+			}
+		}
+	}
+	e.start(n.Loop.To, out)
+	return true
+}
+
+// fail records node i's failure and decides the run's fate: a failure
+// absorbed by tolerant barriers downstream lets the run go on; any other
+// stops it (fail fast).
+func (e *exec) fail(i int, err error) {
+	st := &e.states[i]
+	n := e.g.Nodes[i]
+	st.err = err
+	st.status = NodeFailed
+	status := statusOf(err)
+	switch status {
+	case StatusAwaitingApproval:
+		st.status = NodeWaiting
+	case StatusDenied:
+		st.status = NodeDenied
+	case StatusCancelled:
+		st.status = NodeCancelled
+	}
+	e.emit(EventNodeFailed, n.Name, func(ev *Event) {
+		ev.Attempt, ev.DurationMS, ev.Error, ev.Status = st.attempts, ms(st.dur), e.redact(err.Error()), string(st.status)
+	})
+	absorbed := status == StatusFailed && len(n.Downstream) > 0
+	for _, d := range n.Downstream {
+		if e.g.Nodes[d].Barrier == graph.BarrierAll {
+			absorbed = false
+		}
+	}
+	if !absorbed {
+		if e.status == StatusRunning {
+			e.status, e.failErr = status, err
+		}
+		cause := errFailed
+		if status == StatusAwaitingApproval {
+			cause = errPaused
+		}
+		e.cancel(cause)
+	}
+	for _, d := range n.Downstream {
+		e.notify(d, false)
+	}
+}
+
+func statusOf(err error) Status {
+	var d *kernel.DeniedError
+	var l *kernel.LimitError
+	var a *kernel.ApprovalPendingError
+	switch {
+	case errors.As(err, &a):
+		return StatusAwaitingApproval
+	case errors.As(err, &d):
+		return StatusDenied
+	case errors.As(err, &l):
+		return StatusLimitExceeded
+	case errors.Is(err, errDeadline):
+		return StatusLimitExceeded
+	case errors.Is(err, context.Canceled):
+		return StatusCancelled
+	}
+	return StatusFailed
+}
+
+// notify tells node d that one of its upstreams finished (ok: succeeded and
+// routed to d) and starts or skips d when its barrier is decided.
+func (e *exec) notify(d int, ok bool) {
+	st, n := &e.states[d], e.g.Nodes[d]
+	if st.status != NodePending {
+		return
+	}
+	st.doneUp++
+	if ok {
+		st.okUp++
+	}
+	total := len(n.Upstream)
+	var ready, skip bool
+	switch n.Barrier {
+	case graph.BarrierAll:
+		ready, skip = st.okUp == total, st.doneUp > st.okUp
+	case graph.BarrierAny:
+		ready, skip = st.okUp >= 1, st.doneUp == total && st.okUp == 0
+	case graph.BarrierKOfN:
+		ready, skip = st.okUp >= n.K, st.okUp+(total-st.doneUp) < n.K
+	case graph.BarrierOptional:
+		ready = st.doneUp == total
+	}
+	switch {
+	case ready:
+		e.start(d, e.input(d))
+	case skip:
+		st.status = NodeSkipped
+		e.emit(EventNodeSkipped, n.Name, nil)
+		for _, dd := range n.Downstream {
+			e.notify(dd, false)
+		}
+	}
+}
+
+// input builds node d's input: its single upstream's output, or an object
+// keyed by the names of the upstreams that succeeded.
+func (e *exec) input(d int) agent.Message {
+	n := e.g.Nodes[d]
+	if len(n.Upstream) == 1 {
+		if u := &e.states[n.Upstream[0]]; u.status == NodeSucceeded {
+			return u.out
+		}
+		return agent.JSON([]byte("{}"))
+	}
+	buf := make([]byte, 0, 64*len(n.Upstream))
+	buf = append(buf, '{')
+	var labels agent.Labels
+	first := true
+	for k, u := range n.Upstream {
+		us := &e.states[u]
+		if us.status != NodeSucceeded {
+			continue
+		}
+		v, err := us.out.Value()
+		if err != nil {
+			continue
+		}
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		buf = appendJSONString(buf, n.UpstreamName[k])
+		buf = append(buf, ':')
+		buf = append(buf, v...)
+		labels = labels.Union(us.out.Labels)
+	}
+	buf = append(buf, '}')
+	m := agent.JSON(buf)
+	m.Labels = labels
+	return m
+}
+
+func (e *exec) redact(s string) string { return e.r.k.Redact(s) }
+
+func (e *exec) finish(res *Result) {
+	res.Trace = make([]NodeTrace, len(e.g.Nodes))
+	var sinks []int
+	for i, n := range e.g.Nodes {
+		st := &e.states[i]
+		status := st.status
+		if status == NodePending {
+			status = NodeSkipped
+			if e.status != StatusSucceeded && e.status != StatusRunning {
+				status = NodeCancelled
+			}
+		}
+		t := NodeTrace{Node: n.Name, Status: status, DurationMS: ms(st.dur), Attempts: st.attempts, Warnings: st.warnings, Route: st.route}
+		if st.iter > 0 {
+			t.Iterations = st.iter + 1
+		}
+		if st.err != nil {
+			t.Error = e.redact(st.err.Error())
+		}
+		if status == NodeSucceeded {
+			t.Labels = st.out.Labels.Names()
+		}
+		res.Trace[i] = t
+		if len(n.Downstream) == 0 {
+			sinks = append(sinks, i)
+		}
+	}
+	if e.status == StatusRunning {
+		e.status = StatusSucceeded
+	}
+	res.Status = e.status
+	if e.failErr != nil {
+		res.Error = e.redact(e.failErr.Error())
+	}
+	res.Labels = e.kr.Labels()
+	res.Steps, _ = e.kr.Budget.Used()
+	if res.Status != StatusSucceeded {
+		return
+	}
+	var ok []int
+	for _, s := range sinks {
+		if e.states[s].status == NodeSucceeded {
+			ok = append(ok, s)
+		}
+	}
+	switch len(ok) {
+	case 0:
+	case 1:
+		res.Output = e.states[ok[0]].out
+	default:
+		buf := []byte{'{'}
+		var labels agent.Labels
+		for k, s := range ok {
+			if k > 0 {
+				buf = append(buf, ',')
+			}
+			v, _ := e.states[s].out.Value()
+			buf = appendJSONString(buf, e.g.Nodes[s].Name)
+			buf = append(buf, ':')
+			buf = append(buf, v...)
+			labels = labels.Union(e.states[s].out.Labels)
+		}
+		res.Output = agent.JSON(append(buf, '}'))
+		res.Output.Labels = labels
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// appendJSONString appends s as a JSON string. Node names are restricted to
+// [A-Za-z0-9._-], so no escaping is needed beyond the quotes.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}

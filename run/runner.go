@@ -1,0 +1,151 @@
+package run
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/kernel"
+)
+
+// Limits bound a run.
+type Limits struct {
+	Deadline  time.Duration
+	MaxSteps  int
+	MaxTokens int
+}
+
+// DefaultLimits apply to every run whoever starts it; Ceilings can't be
+// exceeded by configuration, a graph or a caller.
+var (
+	DefaultLimits = Limits{Deadline: 5 * time.Minute, MaxSteps: 1000, MaxTokens: 200_000}
+	Ceilings      = Limits{Deadline: time.Hour, MaxSteps: 100_000, MaxTokens: 10_000_000}
+)
+
+// Config configures a Runner. Nil means the defaults.
+type Config struct {
+	// Kernel runs every node; nil means kernel.New(nil).
+	Kernel *kernel.Kernel
+	// Concurrency bounds the nodes running at once across all runs (default 256).
+	Concurrency int
+	// Limits are the defaults for each run; zero fields take DefaultLimits.
+	// A field above its ceiling is an error from NewRunner.
+	Limits Limits
+	// Grace is how long a cancelled or timed-out run waits for in-flight
+	// nodes to return before it reports (default 200ms).
+	Grace time.Duration
+}
+
+// Runner runs graphs. It is safe for concurrent use.
+type Runner struct {
+	k      *kernel.Kernel
+	sem    chan struct{}
+	limits Limits
+	grace  time.Duration
+}
+
+// NewRunner returns a Runner, or an error if a limit exceeds its ceiling.
+func NewRunner(cfg *Config) (*Runner, error) {
+	c := Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Kernel == nil {
+		c.Kernel = kernel.New(nil)
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 256
+	}
+	if c.Grace <= 0 {
+		c.Grace = 200 * time.Millisecond
+	}
+	l := c.Limits
+	if l.Deadline == 0 {
+		l.Deadline = DefaultLimits.Deadline
+	}
+	if l.MaxSteps == 0 {
+		l.MaxSteps = DefaultLimits.MaxSteps
+	}
+	if l.MaxTokens == 0 {
+		l.MaxTokens = DefaultLimits.MaxTokens
+	}
+	switch {
+	case l.Deadline < 0 || l.Deadline > Ceilings.Deadline:
+		return nil, fmt.Errorf("run deadline %v is outside (0, %v]", l.Deadline, Ceilings.Deadline)
+	case l.MaxSteps < 0 || l.MaxSteps > Ceilings.MaxSteps:
+		return nil, fmt.Errorf("max steps %d is outside (0, %d]", l.MaxSteps, Ceilings.MaxSteps)
+	case l.MaxTokens < 0 || l.MaxTokens > Ceilings.MaxTokens:
+		return nil, fmt.Errorf("max tokens %d is outside (0, %d]", l.MaxTokens, Ceilings.MaxTokens)
+	}
+	return &Runner{k: c.Kernel, sem: make(chan struct{}, c.Concurrency), limits: l, grace: c.Grace}, nil
+}
+
+// Kernel returns the runner's kernel.
+func (r *Runner) Kernel() *kernel.Kernel { return r.k }
+
+// Request is one run to make.
+type Request struct {
+	Graph *graph.Graph
+	Input agent.Message
+	// Principal is who started the run.
+	Principal string
+	// RunID is chosen by the caller, or generated when empty.
+	RunID string
+	// Deadline and MaxSteps can only lower the runner's and graph's limits.
+	Deadline time.Duration
+	MaxSteps int
+	// OnEvent receives the run's events in order, from the scheduler's
+	// goroutine; it must not block.
+	OnEvent func(Event)
+	// Parent is the run this one was started from; it shares its budget.
+	Parent *kernel.Run
+}
+
+// NewID returns a fresh random run id.
+func NewID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func lower(cur, asked int64) int64 {
+	if asked > 0 && asked < cur {
+		return asked
+	}
+	return cur
+}
+
+// Run executes req.Graph and returns when the run has finished, paused for
+// approval, been cancelled (ctx) or hit its deadline — at the deadline even
+// if a node ignores its context.
+func (r *Runner) Run(ctx context.Context, req *Request) *Result {
+	g := req.Graph
+	deadline := time.Duration(lower(lower(int64(r.limits.Deadline), int64(g.Limits.Deadline)), int64(req.Deadline)))
+	steps := lower(lower(int64(r.limits.MaxSteps), int64(g.Limits.MaxSteps)), int64(req.MaxSteps))
+	tokens := lower(int64(r.limits.MaxTokens), int64(g.Limits.MaxTokens))
+
+	kr := &kernel.Run{ID: req.RunID, Graph: g.Name, Principal: req.Principal}
+	if kr.ID == "" {
+		kr.ID = NewID()
+	}
+	kr.RootID = kr.ID
+	if p := req.Parent; p != nil {
+		kr.Budget, kr.RootID, kr.ParentID = p.Budget, p.RootID, p.ID
+	} else {
+		kr.Budget = kernel.NewBudget(steps, tokens)
+	}
+	e := newExec(r, g, kr, req.OnEvent)
+	return e.run(ctx, deadline, req.Input)
+}
+
+// errDeadline and errFailed are the causes a run's context is cancelled with.
+var (
+	errDeadline = errors.New("run deadline reached")
+	errFailed   = errors.New("run failed")
+	errPaused   = errors.New("run paused for approval")
+)
