@@ -46,6 +46,18 @@ func (b *Builder) Add(name string, a agent.Agent, opts ...NodeOption) *Builder {
 	return b
 }
 
+// Tool adds a tool: an agent that nodes listing it (graph.Tools) may call
+// through the kernel, outside the dataflow.
+func (b *Builder) Tool(name string, a agent.Agent, opts ...NodeOption) *Builder {
+	ns := NodeSpec{Name: name}
+	for _, o := range opts {
+		o(&ns)
+	}
+	b.spec.Tools = append(b.spec.Tools, ns)
+	b.agents[name] = a
+	return b
+}
+
 // Spec returns the topology built so far.
 func (b *Builder) Spec() *Spec { return &b.spec }
 
@@ -116,3 +128,8 @@ func Approve(a Approval) NodeOption { return func(n *NodeSpec) { n.Approval = st
 
 // Concurrency bounds how many calls of this node run at once across runs.
 func Concurrency(n int) NodeOption { return func(s *NodeSpec) { s.Concurrency = n } }
+
+// Tools lets the node (a planning agent such as an LLM) call the named tools.
+func Tools(names ...string) NodeOption {
+	return func(n *NodeSpec) { n.ToolNames = append([]string{}, names...) }
+}

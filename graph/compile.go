@@ -154,8 +154,9 @@ func (c *compiler) compile() *Graph {
 		return g // duplicate names: edges would be ambiguous
 	}
 	for i := range s.Nodes {
-		c.node(g, i)
+		c.node(g, &s.Nodes[i], g.Nodes[i])
 	}
+	c.tools(g)
 	c.edges(g)
 	if len(c.problems) == 0 {
 		c.order(g)
@@ -175,9 +176,7 @@ func validName(s string) bool {
 	return true
 }
 
-func (c *compiler) node(g *Graph, i int) {
-	ns := &c.spec.Nodes[i]
-	n := g.Nodes[i]
+func (c *compiler) node(g *Graph, ns *NodeSpec, n *Node) {
 	name := n.Name
 
 	// Agent.
@@ -293,6 +292,45 @@ func (c *compiler) node(g *Graph, i int) {
 			gt.Check = ch
 		}
 		n.Gate = gt
+	}
+}
+
+// tools compiles the graph's tool agents and binds each node's tools: list.
+func (c *compiler) tools(g *Graph) {
+	byName := map[string]*Node{}
+	for i := range c.spec.Tools {
+		ts := &c.spec.Tools[i]
+		name := ts.Name
+		switch {
+		case name == "" || !validName(name):
+			c.add(fmt.Sprintf("tools#%d", i+1), "name", "a tool needs a name of letters, digits, '-', '_' or '.'")
+			continue
+		case byName[name] != nil:
+			c.add(name, "name", "duplicate tool name")
+			continue
+		}
+		if _, clash := g.index[name]; clash {
+			c.add(name, "name", "a tool and a node share this name")
+			continue
+		}
+		if ts.After != nil || ts.Branch != nil || ts.Loop != nil || ts.Barrier != "" || len(ts.ToolNames) > 0 {
+			c.add(name, "tools", "a tool is called, not scheduled: after, barrier, branch, loop and tools do not apply")
+		}
+		t := &Node{Name: name, Index: -1}
+		c.node(g, ts, t)
+		byName[name] = t
+		g.Tools = append(g.Tools, t)
+	}
+	for i := range c.spec.Nodes {
+		ns, n := &c.spec.Nodes[i], g.Nodes[i]
+		for _, tn := range ns.ToolNames {
+			t, ok := byName[tn]
+			if !ok {
+				c.add(n.Name, "tools", "unknown tool %q (declare it under the graph's tools:)", tn)
+				continue
+			}
+			n.Tools = append(n.Tools, t)
+		}
 	}
 }
 

@@ -47,8 +47,10 @@ type Graph struct {
 	Description string
 	InputSchema json.RawMessage
 	// Nodes in a topological order (loop back-edges aside).
-	Nodes  []*Node
-	Roots  []int
+	Nodes []*Node
+	Roots []int
+	// Tools are the graph's tool agents, callable by nodes that list them.
+	Tools  []*Node
 	Limits Limits
 	index  map[string]int
 }
@@ -87,6 +89,8 @@ type Node struct {
 	Gate         *Gate
 	LoopBody     []int // for a loop's tail: the nodes re-run on each iteration, in order
 	UpstreamName []string
+	// Tools this node may call (indexes into Graph.Tools).
+	Tools []*Node
 }
 
 // Branch routes by the node's output.
@@ -109,6 +113,16 @@ type Gate struct {
 	Check   *Check
 	OnFail  GateAction
 	Retries int
+}
+
+// Tool returns the tool named name.
+func (g *Graph) Tool(name string) (*Node, bool) {
+	for _, t := range g.Tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return nil, false
 }
 
 // Node returns the node named name.

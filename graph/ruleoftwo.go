@@ -1,7 +1,5 @@
 package graph
 
-
-
 // RuleOfTwoRow says, for one node, which legs of the Rule of Two it could
 // combine: acting on the world (write, egress, exec) in a run that holds
 // untrusted data and sensitive data. A node holding all three does not run
@@ -62,4 +60,3 @@ func (g *Graph) RuleOfTwo() []RuleOfTwoRow {
 	}
 	return rows
 }
-

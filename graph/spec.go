@@ -18,7 +18,10 @@ type Spec struct {
 	Description string     `json:"description,omitempty"`
 	InputSchema any        `json:"input_schema,omitempty"`
 	Nodes       []NodeSpec `json:"nodes"`
-	Limits      LimitsSpec `json:"limits,omitempty"`
+	// Tools are agents that planning nodes (LLMs) may call; they are not
+	// part of the dataflow and run only when a node calls them.
+	Tools  []NodeSpec `json:"tools,omitempty"`
+	Limits LimitsSpec `json:"limits,omitempty"`
 }
 
 // NodeSpec is one node of a topology.
@@ -46,6 +49,9 @@ type NodeSpec struct {
 	Timeout     Duration   `json:"timeout,omitempty"`
 	Retry       *RetrySpec `json:"retry,omitempty"`
 	Concurrency int        `json:"concurrency,omitempty"`
+
+	// ToolNames lists the tools (from the graph's tools:) this node may call.
+	ToolNames []string `json:"tools,omitempty"`
 
 	Branch *BranchSpec `json:"branch,omitempty"`
 	Loop   *LoopSpec   `json:"loop,omitempty"`

@@ -74,12 +74,14 @@ func (r *Run) hold(ls agent.Labels) {
 	}
 }
 
-// Call is one invocation of a node.
+// Call is one invocation of a node, or of a tool by a node.
 type Call struct {
 	Run     *Run
 	Node    *graph.Node
 	Input   agent.Message
 	Attempt int
+	// Parent is the call whose agent called this tool; nil for a node.
+	Parent *Call
 }
 
 // Invoke runs c's agent under every control. It is the only function that
@@ -111,11 +113,22 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 		cctx = agent.WithSecrets(cctx, ss)
 	}
 
+	cctx = agent.WithMeter(cctx, c.Run.Budget)
+	var ts *toolset
+	if len(n.Tools) > 0 {
+		ts = &toolset{k: k, call: c}
+		ts.labels.Store(uint32(c.Input.Labels))
+		cctx = agent.WithTools(cctx, ts)
+	}
+
 	out, err = k.execute(cctx, n, c.Input)
 	if err != nil {
 		return agent.Message{}, err
 	}
 	labels := c.Input.Labels.Union(out.Labels)
+	if ts != nil {
+		labels = labels.Union(agent.Labels(ts.labels.Load()))
+	}
 	if n.Card.ReadsOutside && !n.Trusted {
 		labels = labels.With(agent.Untrusted)
 	}
