@@ -141,3 +141,5 @@ func (c *Client) control(hostName string) func(ctx context.Context, network, add
 		return c.checkDialed(hostName, ap)
 	}
 }
+
+var _ Resolver = (*net.Resolver)(nil)

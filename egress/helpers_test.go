@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -141,4 +142,27 @@ func asPolicy(t *testing.T, err error, what string) *PolicyError {
 		t.Fatalf("%s: want *PolicyError, got %T: %v", what, err, err)
 	}
 	return pe
+}
+
+func mustURL(t testing.TB, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// record collects strings from handler goroutines.
+type record struct {
+	mu sync.Mutex
+	s  []string
+}
+
+func (r *record) add(s string) { r.mu.Lock(); r.s = append(r.s, s); r.mu.Unlock() }
+
+func (r *record) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.s...)
 }

@@ -80,6 +80,9 @@ func normalizeName(h string) (string, string) {
 		}
 		prevDot = false
 	}
+	if prevDot {
+		return "", "malformed host name (empty label)"
+	}
 	if !lower {
 		h = strings.ToLower(h)
 	}

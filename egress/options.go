@@ -57,8 +57,9 @@ type Options struct {
 	// DefaultMaxResponseBytes. Reading past it yields a *LimitError.
 	MaxResponseBytes int64
 
-	// Timeouts; 0 means the default. Timeout bounds a whole request,
-	// redirects and body read included.
+	// Timeouts; 0 means the default. ConnectTimeout bounds name resolution
+	// and connecting together; Timeout bounds a whole request, redirects
+	// and body read included.
 	ConnectTimeout        time.Duration
 	TLSHandshakeTimeout   time.Duration
 	ResponseHeaderTimeout time.Duration

@@ -63,3 +63,5 @@ func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	return c.checkURL(req.URL)
 }
+
+var _ http.RoundTripper = (*guardedTransport)(nil)
