@@ -197,6 +197,14 @@ func (c *compiler) node(g *Graph, ns *NodeSpec, n *Node) {
 	n.Agent = a
 	if a != nil {
 		n.Card = a.Card()
+		n.AgentEffects = slices.Clone(n.Card.Effects)
+		if len(n.Card.InputSchema) > 0 {
+			s, err := compileInputSchema(n.Card.InputSchema)
+			if err != nil {
+				c.add(name, "agent", "input schema: %v", err)
+			}
+			n.inputSchema = s
+		}
 	}
 
 	// Declarations: the node's own override the card's where given.

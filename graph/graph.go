@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/babelagent/babel/agent"
 )
 
@@ -89,8 +91,13 @@ type Node struct {
 	Gate         *Gate
 	LoopBody     []int // for a loop's tail: the nodes re-run on each iteration, in order
 	UpstreamName []string
-	// Tools this node may call (indexes into Graph.Tools).
+	// Tools this node may call.
 	Tools []*Node
+	// AgentEffects are the effects the agent itself declares; the kernel
+	// refuses a call whose agent would do more than the node declared.
+	AgentEffects []agent.Effect
+
+	inputSchema *jsonschema.Schema
 }
 
 // Branch routes by the node's output.

@@ -32,6 +32,7 @@ type ApprovalPendingError struct {
 	Node       string
 	ApprovalID string
 	Reason     string
+	Digest     string
 }
 
 func (e *ApprovalPendingError) Error() string {

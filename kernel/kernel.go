@@ -1,20 +1,30 @@
 // Package kernel is the one door through which any agent runs.
 //
-// Invoke authorizes the call, applies labels and the Rule of Two, asks for
-// approval, writes the audit record first, hands the node only its declared
-// secrets, charges the budget, runs the agent under its deadline, and
-// redacts what comes back. Nothing else in Babelagent may call Agent.Run:
-// not the scheduler, not an LLM's tool loop, not a server handler.
+// Invoke authorizes the call, checks its declared effects and arguments,
+// applies labels and the Rule of Two, asks for approval, writes the audit
+// record first, hands the node only its declared secrets, charges the
+// budget, runs the agent, and redacts what comes back. Nothing else in
+// Babelagent may call Agent.Run: not the scheduler, not an LLM's tool loop,
+// not a server handler.
+//
+// Nothing a graph, a peer or a model sends can turn a control off; only the
+// operator's Options can, and each such choice is itself audited.
 package kernel
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/audit"
 	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/secrets"
 )
 
 // Scoper hands a call the secrets its node declares, and nothing else.
@@ -22,16 +32,37 @@ type Scoper interface {
 	Scope(ctx context.Context, names []string) (*agent.Secrets, error)
 }
 
-// Redactor removes secret values and credential patterns from text.
-type Redactor interface {
-	Redact(s string) string
+// Authorizer says whether a principal may act on a resource. An error denies.
+type Authorizer interface {
+	Authorize(ctx context.Context, principal, action, resource string) error
 }
 
-// Options configures a Kernel. Nil means the defaults: no secrets
-// available, nothing to redact beyond the built-in patterns.
+// Options configures a Kernel. Nil means the defaults: no secrets, no
+// audit sink, in-memory approvals, every control on.
 type Options struct {
 	Secrets  Scoper
-	Redactor Redactor
+	Redactor *secrets.Redactor
+	// Authorizer is consulted on every call; nil allows every principal
+	// (the CLI's local user runs its own graphs).
+	Authorizer Authorizer
+	// Audit receives an intent record before every call and an outcome
+	// after; if the intent cannot be written the call does not run.
+	Audit audit.Sink
+	// Approvals decides consequential calls; nil means in-memory approvals.
+	Approvals Approvals
+	// Kill is the global kill switch; nil means a fresh, disengaged one.
+	Kill *KillSwitch
+	// BreakerLimit stops a node repeating the same call with the same
+	// arguments this many times in one run (default 5).
+	BreakerLimit int
+	// ConsequentialPerMinute caps write/egress/exec calls per run per
+	// minute (default 120).
+	ConsequentialPerMinute int
+	// UnsafeDisableRuleOfTwo turns the Rule of Two off. Operator only; it
+	// is logged and audited when the kernel starts.
+	UnsafeDisableRuleOfTwo bool
+	// Logger receives operational logs (redacted); nil discards them.
+	Logger *slog.Logger
 }
 
 // Kernel runs agents. It is safe for concurrent use.
@@ -45,8 +76,33 @@ func New(opts *Options) *Kernel {
 	if opts != nil {
 		k.opts = *opts
 	}
+	if k.opts.Approvals == nil {
+		k.opts.Approvals = NewMemoryApprovals(0)
+	}
+	if k.opts.Kill == nil {
+		k.opts.Kill = &KillSwitch{}
+	}
+	if k.opts.BreakerLimit <= 0 {
+		k.opts.BreakerLimit = 5
+	}
+	if k.opts.ConsequentialPerMinute <= 0 {
+		k.opts.ConsequentialPerMinute = 120
+	}
+	if k.opts.Logger == nil {
+		k.opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if k.opts.UnsafeDisableRuleOfTwo {
+		k.opts.Logger.Warn("the Rule of Two is DISABLED by operator flag: consequential calls on untrusted and sensitive data run without approval")
+		k.record(context.Background(), &audit.Record{Kind: "config.changed", Status: "rule_of_two_disabled", Principal: "operator"})
+	}
 	return k
 }
+
+// Kill returns the kernel's kill switch.
+func (k *Kernel) Kill() *KillSwitch { return k.opts.Kill }
+
+// Approvals returns the kernel's approval store.
+func (k *Kernel) Approvals() Approvals { return k.opts.Approvals }
 
 // Run is the kernel's view of one run: who started it, what it may spend,
 // and the labels of the data it holds so far.
@@ -58,13 +114,18 @@ type Run struct {
 	ParentID  string
 	Budget    *Budget
 	labels    atomic.Uint32
+
+	mu      sync.Mutex
+	repeats map[string]int
+	window  time.Time
+	inWin   int
 }
 
 // Labels returns the labels of every piece of data the run holds so far.
 func (r *Run) Labels() agent.Labels { return agent.Labels(r.labels.Load()) }
 
-// hold adds ls to the run's labels.
-func (r *Run) hold(ls agent.Labels) {
+// Hold adds ls to the run's labels (the run's input, a resumed checkpoint).
+func (r *Run) Hold(ls agent.Labels) {
 	for {
 		old := r.labels.Load()
 		nw := old | uint32(ls)
@@ -94,25 +155,76 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 	if n.Agent == nil {
 		return agent.Message{}, fmt.Errorf("node %s has no agent", n.Name)
 	}
+	if k.opts.Kill.Engaged() {
+		return agent.Message{}, &DeniedError{Node: n.Name, Reason: "the kill switch is engaged"}
+	}
+	if a := k.opts.Authorizer; a != nil {
+		if err := a.Authorize(ctx, c.Run.Principal, "graph.run", c.Run.Graph); err != nil {
+			k.record(ctx, k.base(c, "node.denied", "denied", err.Error()))
+			return agent.Message{}, &DeniedError{Node: n.Name, Reason: "policy: " + err.Error()}
+		}
+	}
+	if err := undeclaredEffect(n); err != nil {
+		return agent.Message{}, err
+	}
+	if err := n.ValidateInput(c.Input); err != nil {
+		return agent.Message{}, err
+	}
 	if err := c.Run.Budget.Step(); err != nil {
 		return agent.Message{}, err
 	}
-	c.Run.hold(c.Input.Labels)
+	c.Run.Hold(c.Input.Labels)
+
+	var args json.RawMessage
+	var digest string
+	consequential := n.Card.Consequential()
+	if consequential || k.opts.Audit != nil {
+		args, digest = k.canonicalArgs(c)
+	}
+	var approval Decision
+	if consequential {
+		if reason := k.needsApproval(c); reason != "" {
+			approval, err = k.approve(ctx, c, args, digest, reason)
+			if err != nil {
+				return agent.Message{}, err
+			}
+		}
+		if err := k.breaker(c, digest); err != nil {
+			k.record(ctx, k.base(c, "node.denied", "breaker", err.Error()))
+			return agent.Message{}, err
+		}
+	}
+
+	// Write-ahead: the intent is durable before the action starts.
+	if k.opts.Audit != nil {
+		r := k.base(c, audit.KindNodeIntent, "started", "")
+		r.Args, r.ApprovalDigest = args, digestIf(approval.Verdict == Approved, digest)
+		if approval.Verdict == Approved {
+			r.Decision, r.Approver = "approved", approval.Approver
+		}
+		if _, err := k.opts.Audit.Append(ctx, r); err != nil {
+			return agent.Message{}, &AuditError{Err: err}
+		}
+	}
 
 	cctx := agent.WithCallInfo(ctx, &agent.CallInfo{
 		RunID: c.Run.ID, Node: n.Name, Principal: c.Run.Principal, Attempt: c.Attempt, Effects: n.Card.Effects,
 	})
 	if len(n.Card.Secrets) > 0 {
 		if k.opts.Secrets == nil {
-			return agent.Message{}, &DeniedError{Node: n.Name, Reason: "node declares secrets but no secret source is configured"}
+			return k.outcome(ctx, c, agent.Message{}, &DeniedError{Node: n.Name, Reason: "node declares secrets but no secret source is configured"})
 		}
 		ss, err := k.opts.Secrets.Scope(ctx, n.Card.Secrets)
 		if err != nil {
-			return agent.Message{}, fmt.Errorf("node %s: secrets: %w", n.Name, err)
+			return k.outcome(ctx, c, agent.Message{}, fmt.Errorf("node %s: secrets: %w", n.Name, err))
+		}
+		for _, name := range n.Card.Secrets {
+			r := k.base(c, "secret.used", "issued", "")
+			r.Secret = name
+			k.record(ctx, r)
 		}
 		cctx = agent.WithSecrets(cctx, ss)
 	}
-
 	cctx = agent.WithMeter(cctx, c.Run.Budget)
 	var ts *toolset
 	if len(n.Tools) > 0 {
@@ -123,7 +235,7 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 
 	out, err = k.execute(cctx, n, c.Input)
 	if err != nil {
-		return agent.Message{}, err
+		return k.outcome(ctx, c, agent.Message{}, k.redactErr(err))
 	}
 	labels := c.Input.Labels.Union(out.Labels)
 	if ts != nil {
@@ -135,9 +247,29 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 	if n.Sensitive {
 		labels = labels.With(agent.Sensitive)
 	}
+	out = k.redactMessage(out)
 	out.Labels = labels
-	c.Run.hold(labels)
-	return out, nil
+	c.Run.Hold(labels)
+	return k.outcome(ctx, c, out, nil)
+}
+
+// outcome writes the outcome record of a call that started.
+func (k *Kernel) outcome(ctx context.Context, c *Call, out agent.Message, err error) (agent.Message, error) {
+	if k.opts.Audit == nil {
+		return out, err
+	}
+	r := k.base(c, audit.KindNodeOutcome, "succeeded", "")
+	if err != nil {
+		r.Status, r.Error = "failed", truncate(k.Redact(err.Error()), 500)
+	} else if v, verr := out.Value(); verr == nil {
+		r.ResultDigest = audit.Digest(v)
+	}
+	// The action already happened: a failed outcome write is logged, and
+	// the next intent write will fail closed if the log is really down.
+	if _, aerr := k.opts.Audit.Append(context.WithoutCancel(ctx), r); aerr != nil {
+		k.opts.Logger.Error("audit outcome not written", "run", c.Run.ID, "node", c.Node.Name, "err", aerr)
+	}
+	return out, err
 }
 
 // execute calls the agent, turning a panic into the node's error.
@@ -152,9 +284,59 @@ func (k *Kernel) execute(ctx context.Context, n *graph.Node, in agent.Message) (
 
 // Redact removes secret values and credential patterns from s; every error
 // and trace line passes through it before it leaves.
-func (k *Kernel) Redact(s string) string {
-	if k.opts.Redactor == nil {
-		return s
+func (k *Kernel) Redact(s string) string { return k.opts.Redactor.Redact(s) }
+
+func (k *Kernel) redactErr(err error) error {
+	msg := err.Error()
+	if red := k.opts.Redactor.Redact(msg); red != msg {
+		return &redactedError{msg: red, err: err}
 	}
-	return k.opts.Redactor.Redact(s)
+	return err
+}
+
+// redactedError shows a redacted message but keeps the chain for errors.As.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redactMessage scrubs secret values from every text and data part.
+func (k *Kernel) redactMessage(m agent.Message) agent.Message {
+	var parts []agent.Part
+	for i, p := range m.Parts {
+		q := p
+		switch p.Kind {
+		case agent.PartText:
+			q.Text = k.opts.Redactor.Redact(p.Text)
+		case agent.PartData:
+			q.Data = k.opts.Redactor.RedactJSON(p.Data)
+		}
+		if q.Text != p.Text || string(q.Data) != string(p.Data) {
+			if parts == nil {
+				parts = append([]agent.Part(nil), m.Parts...)
+			}
+			parts[i] = q
+		}
+	}
+	if parts != nil {
+		m.Parts = parts
+	}
+	return m
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func digestIf(ok bool, d string) string {
+	if ok {
+		return d
+	}
+	return ""
 }

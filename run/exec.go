@@ -40,16 +40,18 @@ type completion struct {
 // exec is one run in progress. Only the coordinator goroutine touches its
 // fields; node goroutines talk to it through done.
 type exec struct {
-	r       *Runner
-	g       *graph.Graph
-	kr      *kernel.Run
-	onEvent func(Event)
-	states  []nodeState
-	done    chan completion
-	stop    chan struct{} // closed when the coordinator returns: late senders give up
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	running int
+	r         *Runner
+	g         *graph.Graph
+	kr        *kernel.Run
+	onEvent   func(Event)
+	states    []nodeState
+	done      chan completion
+	stop      chan struct{} // closed when the coordinator returns: late senders give up
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	running   int
+	resume    map[string]agent.Message
+	approvals []string
 	// outcome so far
 	status  Status
 	failErr error
@@ -87,6 +89,15 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	e.ctx, e.cancel = context.WithCancelCause(dctx)
 	defer e.cancel(nil)
 	defer close(e.stop)
+	e.r.mu.Lock()
+	e.r.active[e] = struct{}{}
+	e.r.mu.Unlock()
+	defer func() {
+		e.r.mu.Lock()
+		delete(e.r.active, e)
+		e.r.mu.Unlock()
+	}()
+	e.kr.Hold(input.Labels)
 	e.status = StatusRunning
 	e.emit(EventRunStarted, "", nil)
 
@@ -125,6 +136,8 @@ func (e *exec) interrupt() {
 		case errors.Is(cause, errDeadline):
 			e.status, e.failErr = StatusLimitExceeded, &kernel.LimitError{Limit: "run deadline"}
 		case errors.Is(cause, errFailed), errors.Is(cause, errPaused):
+		case errors.Is(cause, errKilled):
+			e.status, e.failErr = StatusCancelled, errKilled
 		default:
 			e.status, e.failErr = StatusCancelled, errors.New("run cancelled")
 		}
@@ -152,6 +165,17 @@ func (e *exec) start(i int, in agent.Message) {
 	st := &e.states[i]
 	if e.ctx.Err() != nil {
 		st.status = NodeCancelled
+		return
+	}
+	if out, ok := e.resume[e.g.Nodes[i].Name]; ok {
+		// Succeeded in an earlier attempt of this run: not run again.
+		delete(e.resume, e.g.Nodes[i].Name)
+		e.kr.Hold(out.Labels)
+		st.status = NodeRunning
+		st.gen++
+		e.running++
+		e.complete(completion{idx: i, gen: st.gen, out: out})
+		st.warnings = append(st.warnings, "resumed from checkpoint")
 		return
 	}
 	st.status = NodeRunning
@@ -397,6 +421,11 @@ func (e *exec) fail(i int, err error) {
 	e.emit(EventNodeFailed, n.Name, func(ev *Event) {
 		ev.Attempt, ev.DurationMS, ev.Error, ev.Status = st.attempts, ms(st.dur), e.redact(err.Error()), string(st.status)
 	})
+	var pending *kernel.ApprovalPendingError
+	if errors.As(err, &pending) {
+		e.approvals = append(e.approvals, pending.ApprovalID)
+		e.emit(EventApprovalRequested, n.Name, func(ev *Event) { ev.Status, ev.Error = pending.ApprovalID, pending.Reason })
+	}
 	absorbed := status == StatusFailed && len(n.Downstream) > 0
 	for _, d := range n.Downstream {
 		if e.g.Nodes[d].Barrier == graph.BarrierAll {
@@ -548,6 +577,13 @@ func (e *exec) finish(res *Result) {
 	}
 	res.Labels = e.kr.Labels()
 	res.Steps, _ = e.kr.Budget.Used()
+	res.Approvals = e.approvals
+	res.Checkpoint = map[string]agent.Message{}
+	for i, n := range e.g.Nodes {
+		if e.states[i].status == NodeSucceeded && n.Loop == nil && len(n.LoopBody) == 0 {
+			res.Checkpoint[n.Name] = e.states[i].out
+		}
+	}
 	if res.Status != StatusSucceeded {
 		return
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/babelagent/babel/agent"
@@ -47,6 +49,9 @@ type Runner struct {
 	sem    chan struct{}
 	limits Limits
 	grace  time.Duration
+
+	mu     sync.Mutex
+	active map[*exec]struct{}
 }
 
 // NewRunner returns a Runner, or an error if a limit exceeds its ceiling.
@@ -82,7 +87,25 @@ func NewRunner(cfg *Config) (*Runner, error) {
 	case l.MaxTokens < 0 || l.MaxTokens > Ceilings.MaxTokens:
 		return nil, fmt.Errorf("max tokens %d is outside (0, %d]", l.MaxTokens, Ceilings.MaxTokens)
 	}
-	return &Runner{k: c.Kernel, sem: make(chan struct{}, c.Concurrency), limits: l, grace: c.Grace}, nil
+	r := &Runner{k: c.Kernel, sem: make(chan struct{}, c.Concurrency), limits: l, grace: c.Grace, active: map[*exec]struct{}{}}
+	c.Kernel.Kill().OnEngage(r.killAll)
+	return r, nil
+}
+
+// killAll cancels every run in flight: the kill switch was engaged.
+func (r *Runner) killAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for e := range r.active {
+		e.cancel(errKilled)
+	}
+}
+
+// Active returns how many runs are in flight.
+func (r *Runner) Active() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.active)
 }
 
 // Kernel returns the runner's kernel.
@@ -104,6 +127,10 @@ type Request struct {
 	OnEvent func(Event)
 	// Parent is the run this one was started from; it shares its budget.
 	Parent *kernel.Run
+	// Resume holds the outputs of nodes that already succeeded in an
+	// earlier attempt of this run (Result.Checkpoint): they are not run
+	// again. A run paused for approval resumes this way.
+	Resume map[string]agent.Message
 }
 
 // NewID returns a fresh random run id.
@@ -140,6 +167,12 @@ func (r *Runner) Run(ctx context.Context, req *Request) *Result {
 		kr.Budget = kernel.NewBudget(steps, tokens)
 	}
 	e := newExec(r, g, kr, req.OnEvent)
+	e.resume = maps.Clone(req.Resume)
+	if r.k.Kill().Engaged() {
+		now := time.Now()
+		return &Result{RunID: kr.ID, Graph: g.Name, Principal: kr.Principal, Status: StatusDenied,
+			Error: "the kill switch is engaged: no new runs", StartedAt: now, FinishedAt: now}
+	}
 	return e.run(ctx, deadline, req.Input)
 }
 
@@ -148,4 +181,5 @@ var (
 	errDeadline = errors.New("run deadline reached")
 	errFailed   = errors.New("run failed")
 	errPaused   = errors.New("run paused for approval")
+	errKilled   = errors.New("run stopped by the kill switch")
 )

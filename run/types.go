@@ -70,6 +70,11 @@ type Result struct {
 	Steps      int64
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// Approvals lists the approvals the run waits for (awaiting_approval).
+	Approvals []string
+	// Checkpoint holds the output of every node that succeeded, so a paused
+	// run can resume without running them again (Request.Resume).
+	Checkpoint map[string]agent.Message
 }
 
 type resultJSON struct {
@@ -82,6 +87,7 @@ type resultJSON struct {
 	Trace      []NodeTrace     `json:"trace"`
 	Labels     agent.Labels    `json:"labels"`
 	Steps      int64           `json:"steps"`
+	Approvals  []string        `json:"approvals,omitempty"`
 	StartedAt  time.Time       `json:"started_at"`
 	FinishedAt time.Time       `json:"finished_at,omitzero"`
 }
@@ -99,7 +105,7 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(resultJSON{
 		RunID: r.RunID, Graph: r.Graph, Principal: r.Principal, Status: r.Status, Output: out,
-		Error: r.Error, Trace: trace, Labels: r.Labels, Steps: r.Steps,
+		Error: r.Error, Trace: trace, Labels: r.Labels, Steps: r.Steps, Approvals: r.Approvals,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 	})
 }
@@ -112,7 +118,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	}
 	*r = Result{
 		RunID: v.RunID, Graph: v.Graph, Principal: v.Principal, Status: v.Status, Error: v.Error,
-		Trace: v.Trace, Labels: v.Labels, Steps: v.Steps, StartedAt: v.StartedAt, FinishedAt: v.FinishedAt,
+		Trace: v.Trace, Labels: v.Labels, Steps: v.Steps, Approvals: v.Approvals, StartedAt: v.StartedAt, FinishedAt: v.FinishedAt,
 	}
 	if len(v.Output) > 0 && string(v.Output) != "null" {
 		r.Output = agent.FromJSON(v.Output)
