@@ -63,6 +63,17 @@ type Options struct {
 	UnsafeDisableRuleOfTwo bool
 	// Logger receives operational logs (redacted); nil discards them.
 	Logger *slog.Logger
+	// Tracer observes runs and calls (OpenTelemetry spans); nil observes nothing.
+	Tracer Tracer
+}
+
+// Tracer observes runs and calls, for OpenTelemetry spans. It must record
+// no content (arguments, outputs, prompts) unless its operator asked for it.
+type Tracer interface {
+	// StartRun begins a run's span; end receives its final status.
+	StartRun(ctx context.Context, r *Run) (context.Context, func(status string))
+	// StartCall begins a node or tool call's span; end receives its error.
+	StartCall(ctx context.Context, c *Call) (context.Context, func(err error))
 }
 
 // Kernel runs agents. It is safe for concurrent use.
@@ -96,6 +107,14 @@ func New(opts *Options) *Kernel {
 		k.record(context.Background(), &audit.Record{Kind: "config.changed", Status: "rule_of_two_disabled", Principal: "operator"})
 	}
 	return k
+}
+
+// StartRun lets the tracer open a run's span (a no-op without a tracer).
+func (k *Kernel) StartRun(ctx context.Context, r *Run) (context.Context, func(status string)) {
+	if k.opts.Tracer == nil {
+		return ctx, func(string) {}
+	}
+	return k.opts.Tracer.StartRun(ctx, r)
 }
 
 // Kill returns the kernel's kill switch.
@@ -148,6 +167,11 @@ type Call struct {
 // Invoke runs c's agent under every control. It is the only function that
 // calls Agent.Run.
 func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err error) {
+	if t := k.opts.Tracer; t != nil {
+		var end func(error)
+		ctx, end = t.StartCall(ctx, c)
+		defer func() { end(err) }()
+	}
 	n := c.Node
 	if err := ctx.Err(); err != nil {
 		return agent.Message{}, err

@@ -98,6 +98,9 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 		e.r.mu.Unlock()
 	}()
 	e.kr.Hold(input.Labels)
+	var endSpan func(string)
+	e.ctx, endSpan = e.r.k.StartRun(e.ctx, e.kr)
+	defer func() { endSpan(string(e.status)) }()
 	e.status = StatusRunning
 	e.emit(EventRunStarted, "", nil)
 
