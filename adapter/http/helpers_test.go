@@ -1,0 +1,245 @@
+package http_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/babelagent/babel/agent"
+	httpadapter "github.com/babelagent/babel/adapter/http"
+	"github.com/babelagent/babel/builtin"
+	"github.com/babelagent/babel/egress"
+	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/kernel"
+	"github.com/babelagent/babel/run"
+	"github.com/babelagent/babel/secrets"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// vault is a kernel secret source holding fixed values; it hands a call
+// only the names its node declares, as the real broker does.
+type vault map[string]string
+
+func (v vault) Scope(_ context.Context, names []string) (*agent.Secrets, error) {
+	var ss []secrets.Secret
+	for _, n := range names {
+		if val, ok := v[n]; ok {
+			ss = append(ss, secrets.New(n, val))
+		}
+	}
+	return agent.NewSecrets(ss...), nil
+}
+
+// compile builds a topology with a registry holding the http kinds and the builtins.
+func compile(t testing.TB, topology string, opts *httpadapter.Options) (*graph.Graph, error) {
+	t.Helper()
+	r := graph.NewRegistry()
+	builtin.Register(r)
+	httpadapter.Register(r, opts)
+	spec, err := graph.Parse([]byte(topology))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	g, err := graph.Compile(spec, r, nil)
+	if err == nil {
+		t.Cleanup(func() { closeAgents(g) })
+	}
+	return g, err
+}
+
+func mustCompile(t testing.TB, topology string, opts *httpadapter.Options) *graph.Graph {
+	t.Helper()
+	g, err := compile(t, topology, opts)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return g
+}
+
+func closeAgents(g *graph.Graph) {
+	for _, n := range append(append([]*graph.Node{}, g.Nodes...), g.Tools...) {
+		if c, ok := n.Agent.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+	}
+}
+
+func runGraph(t testing.TB, g *graph.Graph, v vault, in agent.Message) *run.Result {
+	t.Helper()
+	r, err := run.NewRunner(&run.Config{Kernel: kernel.New(&kernel.Options{Secrets: v})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Run(context.Background(), &run.Request{Graph: g, Input: in})
+}
+
+// runGraphEvents runs g and returns the result and every event, as JSON lines.
+func runGraphEvents(t testing.TB, g *graph.Graph, v vault, in agent.Message) (*run.Result, string) {
+	t.Helper()
+	r, err := run.NewRunner(&run.Config{Kernel: kernel.New(&kernel.Options{Secrets: v})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	res := r.Run(context.Background(), &run.Request{Graph: g, Input: in, OnEvent: func(e run.Event) {
+		j, _ := json.Marshal(e)
+		b.Write(j)
+		b.WriteByte('\n')
+	}})
+	return res, b.String()
+}
+
+func resultJSON(t testing.TB, res *run.Result) string {
+	t.Helper()
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// hit is one request a recording server received.
+type hit struct {
+	Method, Path, Query, ContentType, Auth string
+	Header                                 http.Header
+	Body                                   string
+}
+
+// recorder is a real HTTP server on loopback that records what reaches it.
+type recorder struct {
+	*httptest.Server
+	mu   sync.Mutex
+	hits []hit
+}
+
+func newRecorder(t testing.TB, h http.HandlerFunc) *recorder {
+	t.Helper()
+	rec := &recorder{}
+	rec.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := make([]byte, 0, 512)
+		buf := make([]byte, 512)
+		for {
+			n, err := r.Body.Read(buf)
+			b = append(b, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		rec.mu.Lock()
+		rec.hits = append(rec.hits, hit{
+			Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"),
+			Auth: r.Header.Get("Authorization"), Header: r.Header.Clone(), Body: string(b),
+		})
+		rec.mu.Unlock()
+		h(w, r)
+	}))
+	t.Cleanup(rec.Close)
+	return rec
+}
+
+func (r *recorder) Hits() []hit {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]hit(nil), r.hits...)
+}
+
+func (r *recorder) private() string { return egressPrivate(r.URL) }
+
+func egressPrivate(u string) string { return egress.AllowPrivateURL(u) }
+
+// listener counts every connection and byte that reaches a loopback port.
+type listener struct {
+	net.Listener
+	conns, bytes atomic.Int64
+	wg           sync.WaitGroup
+}
+
+func newListener(t testing.TB) *listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &listener{Listener: ln}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			l.conns.Add(1)
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				defer c.Close()
+				buf := make([]byte, 1024)
+				for {
+					n, err := c.Read(buf)
+					l.bytes.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); l.wg.Wait() })
+	return l
+}
+
+func (l *listener) Port() string {
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	return p
+}
+
+// blockedVectors reads the shared list of URLs the egress guard must refuse.
+func blockedVectors(t testing.TB) []string {
+	t.Helper()
+	f, err := os.Open("testdata/ssrf-blocked.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("only %d vectors", len(out))
+	}
+	return out
+}
+
+// staticResolver answers every name with one address: a DNS server that
+// points a public-looking name at a private address.
+type staticResolver struct{ ip net.IP }
+
+func (s staticResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
+	return []net.IPAddr{{IP: s.ip}}, nil
+}
+
+func nodeTrace(res *run.Result, name string) run.NodeTrace {
+	for _, n := range res.Trace {
+		if n.Node == name {
+			return n
+		}
+	}
+	return run.NodeTrace{}
+}
