@@ -15,8 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/babelagent/babel/agent"
 	httpadapter "github.com/babelagent/babel/adapter/http"
+	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/builtin"
 	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/babelagent/babel/agent"
 	httpadapter "github.com/babelagent/babel/adapter/http"
+	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/run"
