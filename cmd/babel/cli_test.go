@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	_ "modernc.org/sqlite"
 )
 
 func babel(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
@@ -114,5 +117,110 @@ nodes:
 	}
 	if len(v.RuleOfTwo) != 2 || !v.RuleOfTwo[1].AllThree || v.Nodes[1].AllowPrivate[0] != "127.0.0.1:8080" {
 		t.Fatalf("%s", out)
+	}
+}
+
+// TestMain gives every test its own home: the CLI keeps its store and audit
+// log under the user's data directory, never the working directory.
+func TestMain(m *testing.M) {
+	home, err := os.MkdirTemp("", "babel-cli-home")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("HOME", home)
+	os.Unsetenv("XDG_DATA_HOME")
+	os.Unsetenv("XDG_CONFIG_HOME")
+	code := m.Run()
+	os.RemoveAll(home)
+	os.Exit(code)
+}
+
+func TestApproveFromTheCLIResumesTheRunOnce(t *testing.T) {
+	f := writeFile(t, "a.yaml", `name: publish
+nodes:
+  - {name: draft, agent: builtin:upper}
+  - {name: publish, agent: builtin:echo, effects: [write], approval: required}
+`)
+	code, out, errs := babel(t, "", "run", f, "--input", "release notes", "--json")
+	if code != 3 {
+		t.Fatalf("exit %d, want 3 (awaiting approval): %s %s", code, out, errs)
+	}
+	var res struct {
+		RunID     string   `json:"run_id"`
+		Status    string   `json:"status"`
+		Approvals []string `json:"approvals"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Status != "awaiting_approval" || len(res.Approvals) != 1 {
+		t.Fatalf("%v %s", err, out)
+	}
+	id := res.Approvals[0]
+	code, out, _ = babel(t, "", "approvals", "show", id)
+	var a struct {
+		Node   string          `json:"node"`
+		Args   json.RawMessage `json:"args"`
+		Digest string          `json:"digest"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &a) != nil || a.Node != "publish" || string(a.Args) != `"RELEASE NOTES"` {
+		t.Fatalf("show: %d %s", code, out)
+	}
+	if code, _, errs := babel(t, "", "approvals", "approve", id); code != 2 || !strings.Contains(errs, a.Digest) {
+		t.Fatalf("approve without the digest: exit %d %s", code, errs)
+	}
+	if code, _, errs := babel(t, "", "approvals", "approve", id, "--digest", "sha256:other"); code != 3 || !strings.Contains(errs, "stale") {
+		t.Fatalf("approve with a digest never shown: exit %d %s", code, errs)
+	}
+	code, out, errs = babel(t, "", "approvals", "approve", id, "--digest", a.Digest)
+	if code != 0 || strings.TrimSpace(out) != "RELEASE NOTES" {
+		t.Fatalf("approve: exit %d out %q err %s", code, out, errs)
+	}
+	if code, _, _ := babel(t, "", "approvals", "approve", id, "--digest", a.Digest); code != 3 {
+		t.Fatalf("a second approval of a consumed request: exit %d", code)
+	}
+	code, out, _ = babel(t, "", "runs", "replay", res.RunID)
+	if code != 0 || !strings.Contains(out, `"approval.requested"`) || !strings.Contains(out, `"approval.consumed"`) {
+		t.Fatalf("replay: %d %s", code, out)
+	}
+	if code, out, errs := babel(t, "", "audit", "verify"); code != 0 || !strings.HasPrefix(out, "ok:") {
+		t.Fatalf("verify: %d %s %s", code, out, errs)
+	}
+}
+
+func TestKillSwitchFromTheCLI(t *testing.T) {
+	f := writeFile(t, "k.yaml", "name: k\nnodes:\n  - {name: a, agent: builtin:echo}\n")
+	if code, _, errs := babel(t, "", "kill", "--all"); code != 0 {
+		t.Fatalf("kill: %d %s", code, errs)
+	}
+	code, _, _ := babel(t, "", "run", f, "--input", "x")
+	babel(t, "", "kill", "--release")
+	if code != 3 {
+		t.Fatalf("run while killed: exit %d, want 3 (denied)", code)
+	}
+	if code, _, _ := babel(t, "", "run", f, "--input", "x"); code != 0 {
+		t.Fatalf("run after release: exit %d", code)
+	}
+}
+
+func TestAuditVerifyNamesTheFirstTamperedRecord(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	f := writeFile(t, "g.yaml", "name: g\nnodes:\n  - {name: a, agent: builtin:trim}\n  - {name: b, agent: builtin:upper}\n")
+	if code, _, errs := babel(t, "", "run", f, "--input", "x"); code != 0 {
+		t.Fatal(errs)
+	}
+	if code, out, _ := babel(t, "", "audit", "verify"); code != 0 {
+		t.Fatalf("clean log: %d %s", code, out)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(home, ".local", "share", "babel", "audit", "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An attacker with the file drops the append-only trigger first.
+	if _, err := db.Exec(`DROP TRIGGER records_append_only_update; UPDATE records SET principal='someone-else' WHERE seq=2`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	code, _, errs := babel(t, "", "audit", "verify")
+	if code != 1 || !strings.Contains(errs, "seq 2") {
+		t.Fatalf("tampered log: exit %d %s", code, errs)
 	}
 }

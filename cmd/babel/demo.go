@@ -8,6 +8,7 @@ import (
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/catalog"
 	"github.com/babelagent/babel/cmd/babel/demo"
+	"github.com/babelagent/babel/engine"
 	"github.com/babelagent/babel/graph"
 )
 
@@ -29,7 +30,7 @@ func (e *env) demoCmd() *cobra.Command {
 			if !asJSON {
 				fmt.Fprintf(e.stderr, "demo: %s\n  %s\n  input: %q\n\n", g.Name, g.Description, demo.TriageInput)
 			}
-			return e.runGraph(cmd.Context(), g, agent.Text(demo.TriageInput), 0, asJSON)
+			return e.runGraph(cmd.Context(), &engine.Start{Graph: g, Input: agent.Text(demo.TriageInput)}, asJSON)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the run as JSON")

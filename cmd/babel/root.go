@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/babelagent/babel/engine"
 )
 
 // env is what every command may touch: its streams. Nothing is read from
@@ -15,10 +19,12 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	tty            bool
+	environ        []string
+	configPath     string
 }
 
 func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, tty: isTTY(stderr)}
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, tty: isTTY(stderr), environ: os.Environ()}
 	root := &cobra.Command{
 		Use:           "babel",
 		Short:         "Babelagent: one common tongue for agents, and a runtime safe to point at untrusted input",
@@ -30,8 +36,10 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
+	root.PersistentFlags().StringVar(&e.configPath, "config", "", "operator configuration file (nothing is read from the working directory)")
 	root.AddCommand(
 		e.runCmd(), e.validateCmd(), e.inspectCmd(), e.demoCmd(), e.doctorCmd(), e.versionCmd(),
+		e.approvalsCmd(), e.runsCmd(), e.auditCmd(), e.killCmd(),
 	)
 	err := root.Execute()
 	if err == nil {
@@ -63,3 +71,19 @@ func (e *env) versionCmd() *cobra.Command {
 		},
 	}
 }
+
+// open builds the engine from --config (or the defaults) for commands that
+// run graphs or touch the store.
+func (e *env) open(ctx context.Context) (*engine.Engine, error) {
+	cfg, err := engine.LoadConfig(e.configPath, e.environ)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	eng, err := engine.Open(ctx, cfg, &engine.Options{Environ: e.environ})
+	if err != nil {
+		return nil, err
+	}
+	return eng, nil
+}
+
+func (e *env) principal() string { return engine.LocalPrincipal(e.environ) }

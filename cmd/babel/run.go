@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/catalog"
+	"github.com/babelagent/babel/engine"
 	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/run"
 )
@@ -48,7 +50,11 @@ func (e *env) runCmd() *cobra.Command {
 			if deadline < 0 {
 				return badInput(fmt.Errorf("--deadline %v is negative", deadline))
 			}
-			return e.runGraph(cmd.Context(), g, msg, deadline, asJSON)
+			src, err := filepath.Abs(args[0])
+			if err != nil {
+				return badInput(err)
+			}
+			return e.runGraph(cmd.Context(), &engine.Start{Graph: g, Source: src, Input: msg, Deadline: deadline}, asJSON)
 		},
 	}
 	c.Flags().StringVar(&input, "input", "", "input: JSON, or else text")
@@ -99,26 +105,44 @@ func (e *env) readInput(input, file string) (agent.Message, error) {
 	return parseInput(string(b)), nil
 }
 
-func (e *env) runGraph(parent context.Context, g *graph.Graph, in agent.Message, deadline time.Duration, asJSON bool) error {
+func (e *env) runGraph(parent context.Context, start *engine.Start, asJSON bool) error {
 	if parent == nil {
 		parent = context.Background()
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt)
 	defer stop()
-	runner, err := run.NewRunner(nil)
+	eng, err := e.open(ctx)
 	if err != nil {
 		return err
 	}
-	var mu sync.Mutex
-	var onEvent func(run.Event)
-	if e.tty && !asJSON {
-		onEvent = func(ev run.Event) {
-			mu.Lock()
-			defer mu.Unlock()
-			printEvent(e.stderr, ev)
+	defer eng.Close()
+	start.Principal = e.principal()
+	start.OnEvent = e.progress(asJSON)
+	var res *run.Result
+	if start.RunID != "" {
+		if res, err = eng.Resume(ctx, start.RunID, start.Graph, start.OnEvent); err != nil {
+			return badInput(err)
 		}
+	} else {
+		res = eng.Run(ctx, start)
 	}
-	res := runner.Run(ctx, &run.Request{Graph: g, Input: in, Principal: localPrincipal(), Deadline: deadline, OnEvent: onEvent})
+	return e.report(eng, res, asJSON)
+}
+
+func (e *env) progress(asJSON bool) func(run.Event) {
+	if !e.tty || asJSON {
+		return nil
+	}
+	var mu sync.Mutex
+	return func(ev run.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		printEvent(e.stderr, ev)
+	}
+}
+
+// report prints a run and turns its status into the exit code.
+func (e *env) report(eng *engine.Engine, res *run.Result, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
@@ -127,6 +151,12 @@ func (e *env) runGraph(parent context.Context, g *graph.Graph, in agent.Message,
 		}
 	} else {
 		printResult(e.stdout, e.stderr, res)
+		for _, id := range res.Approvals {
+			if a, err := eng.Store.Approval(context.Background(), id); err == nil {
+				fmt.Fprintf(e.stderr, "\nawaiting approval %s: node %s (%s)\n  reason: %s\n  see it:  babel approvals show %s\n  approve: babel approvals approve %s --digest %s\n",
+					a.ID, a.Node, a.Adapter, a.Reason, a.ID, a.ID, a.Digest)
+			}
+		}
 	}
 	switch res.Status {
 	case run.StatusSucceeded:
@@ -136,13 +166,6 @@ func (e *env) runGraph(parent context.Context, g *graph.Graph, in agent.Message,
 	default:
 		return &exitError{code: exitFailed}
 	}
-}
-
-func localPrincipal() string {
-	if u := os.Getenv("USER"); u != "" {
-		return "local:" + u
-	}
-	return "local"
 }
 
 func printEvent(w io.Writer, ev run.Event) {
