@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,11 +141,19 @@ func newTestServer(desc string, c *counters) *mcp.Server {
 // httpServer serves newTestServer over streamable HTTP on loopback. The
 // description of echo is read for each new session from desc.
 func httpServer(t testing.TB, desc *atomic.Value, c *counters) *httptest.Server {
+	var mu sync.Mutex
+	servers := map[string]*mcp.Server{} // one per description, as a real server keeps one
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
 		if c != nil {
 			c.sessions.Add(1)
 		}
-		return newTestServer(desc.Load().(string), c)
+		d := desc.Load().(string)
+		mu.Lock()
+		defer mu.Unlock()
+		if servers[d] == nil {
+			servers[d] = newTestServer(d, c)
+		}
+		return servers[d]
 	}, nil)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
