@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
 )
 
 // serverArg, as the test binary's first argument, makes it an MCP stdio
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == serverArg {
 		os.Exit(stdioServer(os.Args[2:]))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // stdioServer serves the test tools on stdin/stdout. Flags:

@@ -1,0 +1,11 @@
+package a2a_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if a test leaves a goroutine behind: a poll
+// loop, a stream reader or a cancel that outlives its call.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
