@@ -72,7 +72,7 @@ func (k *Kernel) approve(ctx context.Context, c *Call, args json.RawMessage, dig
 	req := &ApprovalRequest{
 		RunID: c.Run.ID, RootRunID: c.Run.RootID, Graph: c.Run.Graph, Node: n.Name, Agent: n.Card.Name,
 		Adapter: n.Card.Kind, Destination: slices.Clone(n.Card.Egress), Args: args, Digest: digest,
-		Reason: reason, Principal: c.Run.Principal, Untrusted: c.Run.Labels().Union(c.Input.Labels).Has(agent.Untrusted),
+		Reason: reason, Principal: c.Run.Principal, Untrusted: c.Run.UntrustedCaller,
 	}
 	for _, e := range n.Card.Effects {
 		req.Effects = append(req.Effects, string(e))

@@ -132,7 +132,11 @@ type Run struct {
 	RootID    string
 	ParentID  string
 	Budget    *Budget
-	labels    atomic.Uint32
+	// UntrustedCaller is set when the run's input came from someone other
+	// than its principal (a webhook, a peer agent): such a principal may
+	// not approve the run's own calls.
+	UntrustedCaller bool
+	labels          atomic.Uint32
 
 	mu      sync.Mutex
 	repeats map[string]int

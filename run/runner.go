@@ -156,7 +156,7 @@ func (r *Runner) Run(ctx context.Context, req *Request) *Result {
 	steps := lower(lower(int64(r.limits.MaxSteps), int64(g.Limits.MaxSteps)), int64(req.MaxSteps))
 	tokens := lower(int64(r.limits.MaxTokens), int64(g.Limits.MaxTokens))
 
-	kr := &kernel.Run{ID: req.RunID, Graph: g.Name, Principal: req.Principal}
+	kr := &kernel.Run{ID: req.RunID, Graph: g.Name, Principal: req.Principal, UntrustedCaller: req.Input.Labels.Has(agent.Untrusted)}
 	if kr.ID == "" {
 		kr.ID = NewID()
 	}
