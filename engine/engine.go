@@ -18,6 +18,7 @@ import (
 	"github.com/babelagent/babel/secrets"
 	"github.com/babelagent/babel/secrets/broker"
 	"github.com/babelagent/babel/store"
+	"github.com/babelagent/babel/telemetry"
 )
 
 // Engine is a configured Babelagent: open one per process.
@@ -30,8 +31,12 @@ type Engine struct {
 	Redactor *secrets.Redactor
 	Logger   *slog.Logger
 
-	audit *audit.Writer
-	authz kernel.Authorizer
+	// Metrics are the Prometheus metrics of this engine's runs and calls.
+	Metrics *telemetry.Metrics
+
+	audit  *audit.Writer
+	authz  kernel.Authorizer
+	tracer *telemetry.Tracer
 
 	mu     sync.Mutex
 	cancel map[string]context.CancelCauseFunc
@@ -106,10 +111,20 @@ func Open(ctx context.Context, cfg Config, opts *Options) (*Engine, error) {
 		}
 		e.authz = a
 	}
+	tracer := opts.Tracer
+	if tracer == nil {
+		e.Metrics = telemetry.NewMetrics()
+		t, err := telemetry.New(&telemetry.Options{OTLPEndpoint: cfg.OTLPEndpoint, Metrics: e.Metrics})
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("telemetry: %w", err)
+		}
+		e.tracer, tracer = t, t
+	}
 	e.Kernel = kernel.New(&kernel.Options{
 		Secrets: broker.New(sources, e.Redactor), Redactor: e.Redactor, Authorizer: e.authz,
 		Audit: sink, Approvals: st, UnsafeDisableRuleOfTwo: cfg.UnsafeDisableRuleOfTwo,
-		Logger: e.Logger, Tracer: opts.Tracer,
+		Logger: e.Logger, Tracer: tracer,
 	})
 	e.Runner, err = run.NewRunner(&run.Config{Kernel: e.Kernel, Concurrency: cfg.Limits.Concurrency, Limits: run.Limits{
 		Deadline: cfg.Limits.Deadline.D(), MaxSteps: cfg.Limits.MaxSteps, MaxTokens: cfg.Limits.MaxTokens,
@@ -131,6 +146,11 @@ func Open(ctx context.Context, cfg Config, opts *Options) (*Engine, error) {
 // Close releases the store and the audit log.
 func (e *Engine) Close() error {
 	var errs []error
+	if e.tracer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, e.tracer.Shutdown(ctx))
+		cancel()
+	}
 	if e.audit != nil {
 		errs = append(errs, e.audit.Close())
 	}
