@@ -132,8 +132,10 @@ var configKeys = []string{"args", "command", "pin", "tool", "url"}
 // "mcp+http://127.0.0.1:8080/mcp" (graph.ParseRef cuts them at the first
 // ':', leaving "//host/mcp" as the target), or the map form
 // {mcp: {url | command, args, tool, pin}}, with the node's `with:` merged
-// in. It returns the server's configuration and the tool the node calls.
-// It never connects.
+// in and its egress and allow_private declarations. It returns the server's
+// configuration and the tool the node calls (either may lack a pin or a
+// tool: the CLI reads a node this way to compute its pin). It never
+// connects.
 func ConfigFromRef(ref graph.Ref, opts *Options) (*Config, string, error) {
 	cfg := &Config{Options: opts}
 	for k := range ref.Config {
@@ -222,16 +224,23 @@ func ConfigFromRef(ref graph.Ref, opts *Options) (*Config, string, error) {
 	if err := cfg.check(); err != nil {
 		return nil, "", err
 	}
-	if tool == "" {
-		return nil, "", fmt.Errorf("no tool: say which tool of %s the node calls (with: {tool: NAME})", cfg.label())
-	}
-	if cfg.Pin == "" {
-		return nil, "", fmt.Errorf("no pin: the tools of %s are not trusted until pinned; review them with `babel mcp pin` (or mcp.Pin) and set pin: \"sha256:...\"", cfg.label())
-	}
-	if err := checkPin(cfg.Pin); err != nil {
-		return nil, "", err
+	if cfg.Pin != "" {
+		if err := checkPin(cfg.Pin); err != nil {
+			return nil, "", err
+		}
 	}
 	return cfg, tool, nil
+}
+
+// requireToolAndPin is what a node needs beyond a reachable server.
+func requireToolAndPin(cfg *Config, tool string) error {
+	if tool == "" {
+		return fmt.Errorf("no tool: say which tool of %s the node calls (with: {tool: NAME})", cfg.label())
+	}
+	if cfg.Pin == "" {
+		return fmt.Errorf("no pin: the tools of %s are not trusted until pinned; review them with `babel mcp pin` (or mcp.Pin) and set pin: \"sha256:...\"", cfg.label())
+	}
+	return nil
 }
 
 // Agent kinds this package registers.
@@ -249,6 +258,9 @@ func Register(r *graph.Registry, opts *Options) {
 	f := func(ref graph.Ref) (agent.Agent, error) {
 		cfg, tool, err := ConfigFromRef(ref, opts)
 		if err != nil {
+			return nil, err
+		}
+		if err := requireToolAndPin(cfg, tool); err != nil {
 			return nil, err
 		}
 		return New(cfg, tool)

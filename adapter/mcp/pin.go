@@ -10,6 +10,8 @@ import (
 	"sort"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/babelagent/babel/agent"
 )
 
 // pinDomain separates pin digests from any other sha256 of the same bytes,
@@ -35,24 +37,31 @@ type toolDef struct {
 // Pin is for the person reviewing a server (`babel mcp pin`): it trusts
 // nothing, and calls no tool.
 func Pin(ctx context.Context, cfg *Config) (string, error) {
+	digest, _, err := List(ctx, cfg)
+	return digest, err
+}
+
+// List is Pin that also returns what the digest covers, in canonical JSON
+// (see Digest): what a person reviews before pinning.
+func List(ctx context.Context, cfg *Config) (digest string, tools json.RawMessage, err error) {
 	s, err := newServer(cfg)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	cs, err := s.connect(ctx)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer cs.Close()
-	tools, err := s.list(ctx, cs)
+	list, err := s.list(ctx, cs)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	digest, _, err := Digest(tools)
+	digest, canon, err := Digest(list)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", s.peer, err)
+		return "", nil, agent.NewPeerError(s.peer, 0, false, "unusable tool list: "+err.Error(), err)
 	}
-	return digest, nil
+	return digest, canon, nil
 }
 
 // Digest returns the pin of a tool list ("sha256:<hex>"), and the list in

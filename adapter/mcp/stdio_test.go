@@ -2,13 +2,16 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -16,6 +19,7 @@ import (
 
 	babelmcp "github.com/babelagent/babel/adapter/mcp"
 	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/run"
 )
@@ -211,4 +215,58 @@ func TestToolsListsEveryToolWithTheServersCard(t *testing.T) {
 	if _, err := babelmcp.Tool(ctx, cfg, "nope"); err == nil || !strings.Contains(err.Error(), `no tool "nope"`) {
 		t.Errorf("Tool(nope): %v", err)
 	}
+}
+
+// TestPinningANodeFromItsTopology is the `babel mcp pin` flow: read the
+// node as written (no pin yet), list what the server offers, review it, pin
+// the digest, and the node runs.
+func TestPinningANodeFromItsTopology(t *testing.T) {
+	f := newStdioFixture(t, "Echo the text back.")
+	spec, err := graph.Parse([]byte(oneNode(`"`+f.shortForm()+`"`, "with: {tool: echo}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := compileYAML(t, oneNode(`"`+f.shortForm()+`"`, "with: {tool: echo}"), nil); err == nil || !strings.Contains(err.Error(), "no pin") {
+		t.Fatalf("an unpinned node compiled: %v", err)
+	}
+	ref, err := graph.ParseRef(&spec.Nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, tool, err := babelmcp.ConfigFromRef(ref, nil)
+	if err != nil || tool != "echo" || cfg.Command != f.bin {
+		t.Fatalf("ConfigFromRef: %+v %q %v", cfg, tool, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	digest, listing, err := babelmcp.List(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tools []struct {
+		Name, Description string
+		InputSchema       json.RawMessage
+	}
+	if err := json.Unmarshal(listing, &tools); err != nil || len(tools) != 6 || tools[1].Name != "echo" || tools[1].Description != "Echo the text back." {
+		t.Fatalf("listing %s (%v): want the six tools, sorted, with their descriptions", listing, err)
+	}
+	wantSucceeded(t, runYAML(t, oneNode(`"`+f.shortForm()+`"`, "with: {tool: echo, pin: "+digest+"}"), nil, `{"text":"ok"}`))
+}
+
+func TestConcurrentCallsEachHaveTheirOwnServer(t *testing.T) {
+	f := newStdioFixture(t, "Echo the text back.")
+	g := mustCompile(t, oneNode(`"`+f.shortForm()+`"`, "with: {tool: echo, pin: "+pinOf(t, f.config())+"}"), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			want := fmt.Sprintf("call %d", i)
+			res := runGraph(t, ctx, g, agent.Text(`{"text":"`+want+`"}`), nil)
+			if res.Status != run.StatusSucceeded || res.Output.Text() != want {
+				t.Errorf("call %d: %s %q %s", i, res.Status, res.Output.Text(), res.Error)
+			}
+		})
+	}
+	wg.Wait()
 }
