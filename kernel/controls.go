@@ -97,6 +97,13 @@ func (k *Kernel) approve(ctx context.Context, c *Call, args json.RawMessage, dig
 		k.record(ctx, r)
 		return d, &DeniedError{Node: n.Name, Reason: d.Reason}
 	}
+	c.Run.mu.Lock()
+	c.Run.approvals++
+	over := c.Run.approvals > k.opts.MaxApprovalRequests
+	c.Run.mu.Unlock()
+	if over {
+		return d, &LimitError{Limit: "approval requests per run", Max: int64(k.opts.MaxApprovalRequests)}
+	}
 	r := k.base(c, "approval.requested", "pending", reason)
 	r.Args, r.ApprovalDigest = args, digest
 	k.record(ctx, r)

@@ -58,6 +58,9 @@ type Options struct {
 	// ConsequentialPerMinute caps write/egress/exec calls per run per
 	// minute (default 120).
 	ConsequentialPerMinute int
+	// MaxApprovalRequests caps the approval requests one run may raise
+	// (default 10): a run cannot flood approvers into fatigue.
+	MaxApprovalRequests int
 	// UnsafeDisableRuleOfTwo turns the Rule of Two off. Operator only; it
 	// is logged and audited when the kernel starts.
 	UnsafeDisableRuleOfTwo bool
@@ -95,6 +98,9 @@ func New(opts *Options) *Kernel {
 	}
 	if k.opts.BreakerLimit <= 0 {
 		k.opts.BreakerLimit = 5
+	}
+	if k.opts.MaxApprovalRequests <= 0 {
+		k.opts.MaxApprovalRequests = 10
 	}
 	if k.opts.ConsequentialPerMinute <= 0 {
 		k.opts.ConsequentialPerMinute = 120
@@ -138,8 +144,9 @@ type Run struct {
 	UntrustedCaller bool
 	labels          atomic.Uint32
 
-	mu      sync.Mutex
-	repeats map[string]int
+	mu        sync.Mutex
+	approvals int
+	repeats   map[string]int
 	window  time.Time
 	inWin   int
 }

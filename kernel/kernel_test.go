@@ -324,3 +324,19 @@ func TestSecretValuesNeverLeaveInOutputOrErrors(t *testing.T) {
 		t.Fatalf("%s %s", res.Status, out)
 	}
 }
+
+func TestApprovalRequestsAreCappedPerRun(t *testing.T) {
+	s := newSink(t)
+	r, _ := runner(t, &kernel.Options{MaxApprovalRequests: 2})
+	b := graph.New("flood")
+	for _, n := range []string{"a", "b", "c", "d"} {
+		b.Add(n, s.poster(), graph.After(), graph.Approve(graph.ApprovalRequired))
+	}
+	res := r.Run(context.Background(), &run.Request{Graph: must(b.Build(nil)), Input: agent.JSON([]byte(`{}`))})
+	if res.Status != run.StatusLimitExceeded && res.Status != run.StatusAwaitingApproval {
+		t.Fatalf("%s", res.Status)
+	}
+	if len(res.Approvals) > 2 || s.hits.Load() != 0 {
+		t.Fatalf("approvals %v hits %d", res.Approvals, s.hits.Load())
+	}
+}
