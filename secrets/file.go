@@ -147,8 +147,9 @@ func parseSecretsFile(data []byte) (map[string]string, error) {
 			return nil, fmt.Errorf("line %d: want KEY=VALUE", n)
 		}
 		k = strings.TrimSpace(k)
-		if err := CheckName(k); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
+		if CheckName(k) != nil {
+			// Not echoed: a malformed line may be a pasted value.
+			return nil, fmt.Errorf("line %d: invalid key: want letters, digits and underscores, not starting with a digit", n)
 		}
 		if _, dup := vals[k]; dup {
 			return nil, fmt.Errorf("line %d: duplicate key %s", n, k)
@@ -183,8 +184,8 @@ func parseJSONSecrets(data []byte) (map[string]string, error) {
 	}
 	vals := make(map[string]string, len(raw))
 	for k, rv := range raw {
-		if err := CheckName(k); err != nil {
-			return nil, err
+		if CheckName(k) != nil {
+			return nil, errors.New("invalid key: want letters, digits and underscores, not starting with a digit")
 		}
 		var s string
 		if err := json.Unmarshal(rv, &s); err != nil {

@@ -26,19 +26,22 @@ const Redacted = "[REDACTED]"
 // that bypasses the methods below (fmt on a struct holding a Secret in an
 // unexported field, where fmt cannot call methods) shows an address, never
 // the value.
+//
+// It is a *string rather than a pointer to a struct because fmt, printing a
+// pointer with a verb it does not suit (%s of a *T), dereferences pointers to
+// structs, slices and maps at the top level but prints any other pointer as
+// an address.
 type Secret struct {
 	name string
-	v    *secretValue
+	v    *string
 }
-
-type secretValue struct{ s string }
 
 // New returns a Secret holding value under name.
 func New(name, value string) Secret {
 	if value == "" {
 		return Secret{name: name}
 	}
-	return Secret{name: name, v: &secretValue{s: value}}
+	return Secret{name: name, v: &value}
 }
 
 // Name is the secret's name (for example OPENAI_API_KEY); it is not secret.
@@ -49,11 +52,11 @@ func (s Secret) Reveal() string {
 	if s.v == nil {
 		return ""
 	}
-	return s.v.s
+	return *s.v
 }
 
 // IsZero reports whether the secret holds no value.
-func (s Secret) IsZero() bool { return s.v == nil || s.v.s == "" }
+func (s Secret) IsZero() bool { return s.v == nil || *s.v == "" }
 
 func (s Secret) String() string                { return Redacted }
 func (s Secret) GoString() string              { return Redacted }
