@@ -132,6 +132,7 @@ func newToolAgent(s *server, name, pin string, defs []toolDef) *toolAgent {
 		Description:  fmt.Sprintf("MCP tool %q of %s", name, s.label),
 		Effects:      []agent.Effect{s.effect()},
 		Egress:       s.egressHosts(),
+		Secrets:      s.headers.Secrets(),
 		ReadsOutside: true,
 	}
 	if defs != nil {

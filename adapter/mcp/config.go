@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	bhttp "github.com/babelagent/babel/adapter/http"
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"
@@ -48,6 +49,16 @@ type Config struct {
 	// AllowPrivate opts one private "ip:port" in (a server on loopback or
 	// the local network).
 	AllowPrivate []string
+	// Headers and Auth are added to every HTTP request (URL only), as in
+	// the http adapter: a secret goes in as {{secret:NAME}} or through
+	// Auth, and its value is read from the call's secrets when the request
+	// is made.
+	Headers map[string]string
+	Auth    *bhttp.Auth
+	// Secrets is the node's declared secrets: list, which every secret
+	// Headers and Auth name must be on; nil (the Go API) accepts any name,
+	// and the card declares the ones used.
+	Secrets []string
 	// Options configures the adapter; nil means the defaults.
 	Options *Options
 }
@@ -103,6 +114,9 @@ func (c *Config) check() error {
 		// these would suggest a guard that does not apply.
 		return fmt.Errorf("egress and allow_private apply to a url, not to a stdio command")
 	}
+	if len(c.Headers) > 0 || c.Auth != nil {
+		return fmt.Errorf("headers and auth apply to a url; a stdio server gets the node's secrets as environment variables")
+	}
 	return nil
 }
 
@@ -125,7 +139,7 @@ func redact(u *url.URL) string {
 }
 
 // configKeys are the keys a topology may give an mcp agent.
-var configKeys = []string{"args", "command", "pin", "tool", "url"}
+var configKeys = []string{"args", "auth", "command", "headers", "pin", "tool", "url"}
 
 // ConfigFromRef reads a node's agent reference: the short forms
 // "mcp+stdio:/path/to/server --flag", "mcp+https://host/mcp" and
@@ -167,6 +181,30 @@ func ConfigFromRef(ref graph.Ref, opts *Options) (*Config, string, error) {
 	tool, err := str("tool")
 	if err != nil {
 		return nil, "", err
+	}
+	if v, ok := ref.Config["headers"]; ok && v != nil {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, "", fmt.Errorf("headers: want a map of header names to values, not %T", v)
+		}
+		cfg.Headers = make(map[string]string, len(m))
+		for k, hv := range m {
+			s, ok := hv.(string)
+			if !ok {
+				return nil, "", fmt.Errorf("headers: %s: want a string, not %T", k, hv)
+			}
+			cfg.Headers[k] = s
+		}
+	}
+	if v, ok := ref.Config["auth"]; ok && v != nil {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, "", fmt.Errorf("auth: want {bearer: SECRET} or {header: NAME, secret: SECRET}, not %T", v)
+		}
+		cfg.Auth = &bhttp.Auth{}
+		if err := bhttp.DecodeConfig(m, cfg.Auth); err != nil {
+			return nil, "", fmt.Errorf("auth: %w", err)
+		}
 	}
 	if v, ok := ref.Config["args"]; ok && v != nil {
 		list, ok := v.([]any)
@@ -217,9 +255,15 @@ func ConfigFromRef(ref graph.Ref, opts *Options) (*Config, string, error) {
 	default:
 		return nil, "", fmt.Errorf("kind %q is not an mcp kind", ref.Kind)
 	}
-	if n := ref.Node; n != nil && cfg.URL != "" {
-		cfg.Egress = slices.Clone(n.Egress)
-		cfg.AllowPrivate = slices.Clone(n.AllowPrivate)
+	if n := ref.Node; n != nil {
+		if cfg.URL != "" {
+			cfg.Egress = slices.Clone(n.Egress)
+			cfg.AllowPrivate = slices.Clone(n.AllowPrivate)
+		}
+		cfg.Secrets = slices.Clone(n.Secrets)
+		if cfg.Secrets == nil {
+			cfg.Secrets = []string{} // a node that declares none may use none
+		}
 	}
 	if err := cfg.check(); err != nil {
 		return nil, "", err

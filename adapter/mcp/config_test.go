@@ -25,6 +25,8 @@ func TestBadConfigurationIsALoadErrorNamingTheProblem(t *testing.T) {
 		{"credentials in url", `"mcp+https://user:hunter2@tools.example.com/mcp"`, []string{"with: {tool: echo, pin: " + pin + "}"}, "credentials do not belong in a URL"},
 		{"bad scheme", `{mcp: {url: "ftp://tools.example.com/mcp", tool: echo, pin: "` + pin + `"}}`, nil, "scheme must be https or http"},
 		{"args for a url", `{mcp: {url: "https://tools.example.com/mcp", args: [x], tool: echo, pin: "` + pin + `"}}`, nil, "args apply to a stdio command"},
+		{"auth for stdio", `{mcp: {command: /usr/bin/server, tool: echo, pin: "` + pin + `", auth: {bearer: TOKEN}}}`, nil, "headers and auth apply to a url"},
+		{"unknown auth key", `{mcp: {url: "https://tools.example.com/mcp", tool: echo, pin: "` + pin + `", auth: {basic: TOKEN}}}`, nil, "basic"},
 		{"tool not a string", `{mcp: {url: "https://tools.example.com/mcp", tool: 3, pin: "` + pin + `"}}`, nil, "tool: want a string"},
 		{"bad allow_private", `"mcp+https://tools.example.com/mcp"`, []string{"with: {tool: echo, pin: " + pin + "}", "allow_private: [\"10.0.0.1:80\", \"10.0.0.2:80\"]"}, "allow_private"},
 	} {

@@ -4,14 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	babelmcp "github.com/babelagent/babel/adapter/mcp"
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
+	"github.com/babelagent/babel/kernel"
 )
 
 // httpFixture is an MCP server (official Go SDK, streamable HTTP) on
@@ -52,14 +58,28 @@ func (f *httpFixture) node(fm form, tool, pin string) string {
 	return fm(f.url, tool, pin) + "    allow_private: [\"" + f.private + "\"]\n"
 }
 
+// metadataResolver answers every name with the cloud metadata address, as
+// a hostile or rebinding DNS server would.
+type metadataResolver struct{}
+
+func (metadataResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
+	return []net.IPAddr{{IP: net.ParseIP("169.254.169.254")}}, nil
+}
+
 // checkEgressGuard shows the egress guard applies to the form: a server at
-// the cloud metadata address is refused before any byte leaves.
+// the cloud metadata address is refused when the graph is compiled, and a
+// name that resolves to it is refused at the address dialed, before any
+// byte leaves.
 func checkEgressGuard(t *testing.T, fm form) {
 	t.Helper()
-	var bytes atomic.Int64
-	opts := &babelmcp.Options{Egress: &egress.Options{OnBytes: func(n int64) { bytes.Add(n) }}}
 	pin := "sha256:" + strings.Repeat("a", 64)
-	res := runYAML(t, fm("http://169.254.169.254/mcp", "echo", pin), opts, `{"text":"x"}`)
+	_, err := compileYAML(t, fm("http://169.254.169.254/mcp", "echo", pin), nil)
+	if err == nil || !strings.Contains(err.Error(), "egress refused") || !strings.Contains(err.Error(), "169.254.169.254") {
+		t.Errorf("a server at the metadata address compiled (%v); want an egress refusal", err)
+	}
+	var bytes atomic.Int64
+	opts := &babelmcp.Options{Egress: &egress.Options{Resolver: metadataResolver{}, OnBytes: func(n int64) { bytes.Add(n) }}}
+	res := runYAML(t, fm("http://tools.example.com/mcp", "echo", pin), opts, `{"text":"x"}`)
 	wantFailed(t, res, "egress refused", "169.254.169.254")
 	if n := bytes.Load(); n != 0 {
 		t.Errorf("%d bytes went over the wire to the metadata address", n)
@@ -208,8 +228,12 @@ func TestHTTPToolErrorResultIsAPeerErrorNeverRetried(t *testing.T) {
 func TestHTTPLoopbackServerNeedsAllowPrivate(t *testing.T) {
 	f := newHTTPFixture(t)
 	pin := pinOf(t, f.config())
-	res := runYAML(t, httpForms["short"](f.url, "echo", pin), nil, `{"text":"x"}`)
-	wantFailed(t, res, "egress refused", "loopback")
+	_, err := compileYAML(t, httpForms["short"](f.url, "echo", pin), nil)
+	for _, want := range []string{"egress refused", "loopback", "allow_private: [\"" + f.private + "\"]"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a loopback server without allow_private: %v; want it to say %q", err, want)
+		}
+	}
 	checkEgressGuard(t, httpForms["short"])
 }
 
@@ -225,6 +249,46 @@ func TestHTTPEgressRefusalIsTypedInTheGoAPI(t *testing.T) {
 		if _, err := babelmcp.Pin(ctx, &babelmcp.Config{URL: url}); !errors.As(err, &pe) {
 			t.Errorf("Pin(%s): %v; want an *egress.PolicyError", url, err)
 		}
+	}
+	checkEgressGuard(t, httpForms["map"])
+}
+
+func TestHTTPServerBehindABearerToken(t *testing.T) {
+	f := newHTTPFixture(t)
+	pin := pinOf(t, f.config())
+	// The same server, now requiring a token.
+	mcpHandler := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return newTestServer("Echo the text back.", nil) }, nil)
+	guarded := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok-8d2f4c11" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	defer guarded.Close()
+	url, private := guarded.URL+"/mcp", egress.AllowPrivateURL(guarded.URL)
+	node := `{mcp: {url: "` + url + `", tool: echo, pin: "` + pin + `", auth: {bearer: MCP_TOKEN}}}`
+	g := mustCompile(t, oneNode(node, `allow_private: ["`+private+`"]`, "secrets: [MCP_TOKEN]"), nil)
+	if c := g.Nodes[0].Card; len(c.Secrets) != 1 || c.Secrets[0] != "MCP_TOKEN" {
+		t.Errorf("card secrets %v, want [MCP_TOKEN]", c.Secrets)
+	}
+	k := kernel.New(&kernel.Options{Secrets: secretScoper{"MCP_TOKEN": "tok-8d2f4c11"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res := runGraph(t, ctx, g, agent.Text(`{"text":"with a token"}`), k)
+	wantSucceeded(t, res)
+	if res.Output.Text() != "with a token" {
+		t.Errorf("output %q", res.Output.Text())
+	}
+
+	// A node that does not declare the secret cannot name it.
+	if _, err := compileYAML(t, oneNode(node, `allow_private: ["`+private+`"]`), nil); err == nil || !strings.Contains(err.Error(), "does not declare") {
+		t.Errorf("auth naming an undeclared secret: %v", err)
+	}
+	// A literal credential in a header is refused.
+	literal := `{mcp: {url: "` + url + `", tool: echo, pin: "` + pin + `", headers: {Authorization: "Bearer tok-8d2f4c11"}}}`
+	if _, err := compileYAML(t, oneNode(literal, `allow_private: ["`+private+`"]`), nil); err == nil || strings.Contains(err.Error(), "tok-8d2f4c11") {
+		t.Errorf("a literal Authorization header: %v", err)
 	}
 	checkEgressGuard(t, httpForms["map"])
 }

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	bhttp "github.com/babelagent/babel/adapter/http"
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
+	"github.com/babelagent/babel/graph"
 )
 
 // minimalPath is the whole PATH a stdio server gets.
@@ -28,6 +31,8 @@ type server struct {
 	peer    string // agent.PeerError.Peer
 	url     string
 	eg      *egress.Client
+	hosts   []string       // the allowlist
+	headers *bhttp.Headers // added to every request
 	command string
 	args    []string
 	starter Starter
@@ -52,21 +57,16 @@ func newServer(cfg *Config) (*server, error) {
 	}
 	u, _ := url.Parse(cfg.URL) // check parsed it
 	s.url, s.peer = cfg.URL, "mcp "+u.Host
-	var eo egress.Options
-	if opts.Egress != nil {
-		eo = *opts.Egress
-	}
-	eo.AnyPublicHost = false
-	eo.Allowlist = slices.Clone(cfg.Egress)
-	if eo.Allowlist == nil {
-		eo.Allowlist = []string{u.Hostname()}
-	}
-	eo.AllowPrivate = slices.Clone(cfg.AllowPrivate)
-	eg, err := egress.New(&eo)
+	// The URL is decided now, so a topology naming a blocked address fails
+	// to compile; the address dialed is decided again on every request.
+	eg, hosts, err := bhttp.Egress(opts.Egress, &graph.NodeSpec{Egress: cfg.Egress, AllowPrivate: cfg.AllowPrivate}, cfg.URL)
 	if err != nil {
 		return nil, err
 	}
-	s.eg = eg
+	s.eg, s.hosts = eg, hosts
+	if s.headers, err = bhttp.NewHeaders(cfg.Headers, cfg.Auth, cfg.Secrets); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -80,13 +80,7 @@ func (s *server) effect() agent.Effect {
 }
 
 // egressHosts are the hosts the card declares.
-func (s *server) egressHosts() []string {
-	if s.url == "" {
-		return nil
-	}
-	u, _ := url.Parse(s.url)
-	return []string{u.Hostname()}
-}
+func (s *server) egressHosts() []string { return slices.Clone(s.hosts) }
 
 // connect opens an initialized session. The caller closes it.
 func (s *server) connect(ctx context.Context) (*mcp.ClientSession, error) {
@@ -106,6 +100,7 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		if _, ok := ctx.Deadline(); ok {
 			hc.Timeout = 0 // the call's deadline bounds a long tool call, not the guard's default
 		}
+		hc.Transport = &headerTransport{ctx: ctx, headers: s.headers, next: hc.Transport}
 		t = &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}
 	} else {
 		env := map[string]string{"PATH": minimalPath}
@@ -188,4 +183,24 @@ func codeName(code int64) string {
 		return fmt.Sprintf("%d (internal error)", code)
 	}
 	return fmt.Sprint(code)
+}
+
+// headerTransport adds the configured headers to each request, reading
+// secret values from the call's context, inside the egress guard's
+// transport (so they go only where the guard lets the request go).
+type headerTransport struct {
+	ctx     context.Context // the call's: it carries the call's secrets
+	headers *bhttp.Headers
+	next    http.RoundTripper
+}
+
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	if err := t.headers.Apply(t.ctx, r.Header); err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	return t.next.RoundTrip(r)
 }
