@@ -175,7 +175,7 @@ func (p *servePolicy) Authorize(_ context.Context, principal, action, resource s
 			if p.graphs[resource] {
 				return nil
 			}
-		case service.ActionListGraphs, service.ActionReadRun, service.ActionCancelRun:
+		case service.ActionReadRun, service.ActionCancelRun:
 			return nil // the service shows a principal only its own runs
 		}
 	}

@@ -27,13 +27,14 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 	return p, ok && p.ID != ""
 }
 
-// Actions the service asks the Authorizer about. "graph.run" with the
-// graph's name is the action the engine and the kernel check too.
+// Actions the service asks the Authorizer about; the resource is always a
+// graph's name. They are package policy's actions, and "graph.run" is what
+// the engine and the kernel check too. A principal sees only the graphs it
+// may run.
 const (
-	ActionListGraphs = "graph.list" // resource "*"
-	ActionStartRun   = "graph.run"  // resource: the graph's name
-	ActionReadRun    = "run.read"   // resource: the run id ("*" to list)
-	ActionCancelRun  = "run.cancel" // resource: the run id
+	ActionStartRun  = "graph.run"  // start a run of the graph (and see the graph)
+	ActionReadRun   = "run.read"   // read a run of the graph, its events and output
+	ActionCancelRun = "run.cancel" // cancel a run of the graph
 )
 
 // Authorizer decides whether a principal may act on a resource; an error
@@ -45,10 +46,42 @@ type Authorizer interface {
 	Authorize(ctx context.Context, principal, action, resource string) error
 }
 
+// RunAuthorizer is an optional Authorizer method for actions on runs that
+// exist. With it, the Authorizer decides, ownership included (it may grant a
+// principal other principals' runs, as policy's all_runs does). Without it,
+// a principal reaches only the runs it started. Either way a run the
+// principal may not reach is "not found".
+type RunAuthorizer interface {
+	AuthorizeRun(ctx context.Context, principal, action, graph, owner string) error
+}
+
 // AuthorizerFunc adapts a function to Authorizer.
 type AuthorizerFunc func(ctx context.Context, principal, action, resource string) error
 
 func (f AuthorizerFunc) Authorize(ctx context.Context, p, a, r string) error { return f(ctx, p, a, r) }
+
+// authorizeRun decides whether p may act on a run of graph started by owner.
+func authorizeRun(ctx context.Context, a Authorizer, p Principal, action, graph, owner string) (err error) {
+	ra, ok := a.(RunAuthorizer)
+	if !ok {
+		if p.ID != owner {
+			return ErrNotFound
+		}
+		return authorize(ctx, a, p, action, graph)
+	}
+	if p.ID == "" {
+		return &Error{Code: CodeUnauthorized, Status: http.StatusUnauthorized, Message: "no principal"}
+	}
+	defer func() {
+		if recover() != nil {
+			err = ErrNotFound
+		}
+	}()
+	if ra.AuthorizeRun(ctx, p.ID, action, graph, owner) != nil || ctx.Err() != nil {
+		return ErrNotFound
+	}
+	return nil
+}
 
 // authorize asks a, failing closed: an error, a panic or an ended context
 // all deny.

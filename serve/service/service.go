@@ -253,14 +253,18 @@ func New(graphs []*graph.Graph, opts *Options) (*Service, error) {
 // RunDeadline is the server's ceiling on a run's duration.
 func (s *Service) RunDeadline() time.Duration { return s.opts.RunDeadline }
 
-// Graphs lists the graphs p may see, sorted by name.
+// Graphs lists the graphs p may run, sorted by name.
 func (s *Service) Graphs(ctx context.Context, p Principal) ([]GraphInfo, error) {
-	if err := authorize(ctx, s.opts.Authorizer, p, ActionListGraphs, "*"); err != nil {
-		return nil, err
-	}
 	out := make([]GraphInfo, 0, len(s.names))
 	for _, n := range s.names {
-		out = append(out, s.graphs[n].info)
+		err := authorize(ctx, s.opts.Authorizer, p, ActionStartRun, n)
+		var e *Error
+		if errors.As(err, &e) && e.Code == CodeUnauthorized {
+			return nil, err
+		}
+		if err == nil {
+			out = append(out, s.graphs[n].info)
+		}
 	}
 	return out, nil
 }
@@ -487,18 +491,18 @@ func (s *Service) finish(lr *liveRun, res *run.Result) *View {
 	return v
 }
 
-// lookup finds p's run: live, or finished in the store. Another principal's
-// run is not found.
+// lookup finds p's run: live, or finished in the store. A run p may not
+// reach (another principal's, unless the Authorizer grants it) is not found.
 func (s *Service) lookup(ctx context.Context, p Principal, id string, action string) (*liveRun, *Snapshot, error) {
-	if err := authorize(ctx, s.opts.Authorizer, p, action, id); err != nil {
-		return nil, nil, err
+	if p.ID == "" {
+		return nil, nil, &Error{Code: CodeUnauthorized, Status: http.StatusUnauthorized, Message: "no principal"}
 	}
 	s.mu.Lock()
 	lr := s.active[id]
 	s.mu.Unlock()
 	if lr != nil {
-		if lr.principal.ID != p.ID {
-			return nil, nil, ErrNotFound
+		if err := authorizeRun(ctx, s.opts.Authorizer, p, action, lr.graph, lr.principal.ID); err != nil {
+			return nil, nil, err
 		}
 		return lr, nil, nil
 	}
@@ -509,8 +513,8 @@ func (s *Service) lookup(ctx context.Context, p Principal, id string, action str
 		}
 		return nil, nil, AsError(err)
 	}
-	if snap.View.Principal != p.ID {
-		return nil, nil, ErrNotFound
+	if err := authorizeRun(ctx, s.opts.Authorizer, p, action, snap.View.Graph, snap.View.Principal); err != nil {
+		return nil, nil, err
 	}
 	return nil, snap, nil
 }
@@ -547,11 +551,11 @@ func (s *Service) Wait(ctx context.Context, p Principal, id string) (*View, erro
 	}
 }
 
-// List returns up to limit of p's runs, those in flight first, then the
-// finished ones newest first.
+// List returns up to limit of the runs p started and may still read, those
+// in flight first, then the finished ones newest first.
 func (s *Service) List(ctx context.Context, p Principal, limit int) ([]*View, error) {
-	if err := authorize(ctx, s.opts.Authorizer, p, ActionReadRun, "*"); err != nil {
-		return nil, err
+	if p.ID == "" {
+		return nil, &Error{Code: CodeUnauthorized, Status: http.StatusUnauthorized, Message: "no principal"}
 	}
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
@@ -570,14 +574,18 @@ func (s *Service) List(ctx context.Context, p Principal, limit int) ([]*View, er
 		if len(out) == limit {
 			return out, nil
 		}
-		out = append(out, runningView(lr, lr.snapshotEvents()))
+		if authorize(ctx, s.opts.Authorizer, p, ActionReadRun, lr.graph) == nil {
+			out = append(out, runningView(lr, lr.snapshotEvents()))
+		}
 	}
 	snaps, err := s.store.List(ctx, p.ID, limit-len(out))
 	if err != nil {
 		return nil, AsError(err)
 	}
 	for _, sn := range snaps {
-		out = append(out, sn.View)
+		if authorize(ctx, s.opts.Authorizer, p, ActionReadRun, sn.View.Graph) == nil {
+			out = append(out, sn.View)
+		}
 	}
 	return out, nil
 }
