@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,7 +19,9 @@ import (
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/run"
+	"github.com/babelagent/babel/secrets"
 )
 
 func compileYAML(t testing.TB, yaml string, opts *babela2a.Options) (*graph.Graph, error) {
@@ -101,13 +104,27 @@ func wantFailed(t testing.TB, res *run.Result, substrings ...string) {
 	}
 }
 
+// metadataResolver answers every name with the cloud metadata address, as
+// a hostile or rebinding DNS server would.
+type metadataResolver struct{}
+
+func (metadataResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
+	return []net.IPAddr{{IP: net.ParseIP("169.254.169.254")}}, nil
+}
+
 // checkEgressGuard shows the egress guard applies to the form: an agent
-// at the cloud metadata address is refused before any byte leaves.
+// at the cloud metadata address is refused when the graph is compiled, and
+// a name that resolves to it is refused at the address dialed, before any
+// byte leaves.
 func checkEgressGuard(t *testing.T, fm form) {
 	t.Helper()
+	_, err := compileYAML(t, fm("http://169.254.169.254/"), nil)
+	if err == nil || !strings.Contains(err.Error(), "egress refused") || !strings.Contains(err.Error(), "169.254.169.254") {
+		t.Errorf("an agent at the metadata address compiled (%v); want an egress refusal", err)
+	}
 	var n atomic.Int64
-	opts := &babela2a.Options{Egress: &egress.Options{OnBytes: func(b int64) { n.Add(b) }}}
-	res := runYAML(t, fm("http://169.254.169.254/"), opts, agent.Text("hi"))
+	opts := &babela2a.Options{Egress: &egress.Options{Resolver: metadataResolver{}, OnBytes: func(b int64) { n.Add(b) }}}
+	res := runYAML(t, fm("http://agent.example.com/"), opts, agent.Text("hi"))
 	wantFailed(t, res, "egress refused", "169.254.169.254")
 	if b := n.Load(); b != 0 {
 		t.Errorf("%d bytes went over the wire to the metadata address", b)
@@ -342,4 +359,57 @@ func TestBadConfigurationIsALoadErrorNamingTheProblem(t *testing.T) {
 	if _, err := compileYAML(t, oneNode(`"a2a+https://agent.invalid/"`), nil); err != nil {
 		t.Error(err)
 	}
+}
+
+func TestAgentBehindABearerToken(t *testing.T) {
+	requireToken := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer tok-51c0ffee" {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	s := newA2AServer(t, false, echoMessage, requireToken)
+	node := `{a2a: {url: "` + s.url + `", auth: {bearer: AGENT_TOKEN}}}`
+	g := mustCompile(t, s.node(func(string) string { return oneNode(node, "secrets: [AGENT_TOKEN]") }), nil)
+	if c := g.Nodes[0].Card; len(c.Secrets) != 1 || c.Secrets[0] != "AGENT_TOKEN" {
+		t.Errorf("card secrets %v, want [AGENT_TOKEN]", c.Secrets)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := run.NewRunner(&run.Config{Kernel: kernel.New(&kernel.Options{Secrets: secretScoper{"AGENT_TOKEN": "tok-51c0ffee"}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := r.Run(ctx, &run.Request{Graph: g, Input: agent.Text("with a token")})
+	wantSucceeded(t, res)
+	if res.Output.Text() != "with a token" {
+		t.Errorf("output %q", res.Output.Text())
+	}
+
+	// Without the token the agent refuses, and the error says how.
+	res = runYAML(t, s.node(forms["map"]), nil, agent.Text("no token"))
+	wantFailed(t, res, "read agent card", "Unauthorized", "status 401")
+
+	// A node that does not declare the secret cannot name it.
+	if _, err := compileYAML(t, s.node(func(string) string { return oneNode(node) }), nil); err == nil || !strings.Contains(err.Error(), "does not declare") {
+		t.Errorf("auth naming an undeclared secret: %v", err)
+	}
+	checkEgressGuard(t, forms["map"])
+}
+
+type secretScoper map[string]string
+
+func (s secretScoper) Scope(_ context.Context, names []string) (*agent.Secrets, error) {
+	var out []secrets.Secret
+	for _, n := range names {
+		v, ok := s[n]
+		if !ok {
+			return nil, errors.New("secret " + n + " not found")
+		}
+		out = append(out, secrets.New(n, v))
+	}
+	return agent.NewSecrets(out...), nil
 }

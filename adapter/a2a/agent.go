@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 
+	bhttp "github.com/babelagent/babel/adapter/http"
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
+	"github.com/babelagent/babel/graph"
 )
 
 // TaskError says a remote task ended without a result: failed, rejected,
@@ -34,12 +35,13 @@ func (e *TaskError) Error() string {
 // remote is a remote A2A agent. Each Run reads the card and opens its own
 // client, so Run is safe for concurrent use.
 type remote struct {
-	url    string
-	peer   string
-	stream *bool
-	eg     *egress.Client
-	opts   Options
-	card   agent.Card
+	url     string
+	peer    string
+	stream  *bool
+	eg      *egress.Client
+	headers *bhttp.Headers
+	opts    Options
+	card    agent.Card
 }
 
 // New returns the agent at cfg.URL without connecting: its card is named
@@ -51,26 +53,28 @@ func New(cfg *Config) (agent.Agent, error) {
 		return nil, err
 	}
 	u, _ := url.Parse(cfg.URL)
-	var eo egress.Options
-	if cfg.Options != nil && cfg.Options.Egress != nil {
-		eo = *cfg.Options.Egress
+	// The URL is decided now, so a topology naming a blocked address fails
+	// to compile; every address dialed (the card's endpoints included) is
+	// decided again on every request.
+	var base *egress.Options
+	if cfg.Options != nil {
+		base = cfg.Options.Egress
 	}
-	eo.AnyPublicHost = false
-	eo.Allowlist = slices.Clone(cfg.Egress)
-	if eo.Allowlist == nil {
-		eo.Allowlist = []string{u.Hostname()}
-	}
-	eo.AllowPrivate = slices.Clone(cfg.AllowPrivate)
-	eg, err := egress.New(&eo)
+	eg, hosts, err := bhttp.Egress(base, &graph.NodeSpec{Egress: cfg.Egress, AllowPrivate: cfg.AllowPrivate}, cfg.URL)
 	if err != nil {
 		return nil, err
 	}
-	r := &remote{url: cfg.URL, peer: "a2a " + u.Host, stream: cfg.Stream, eg: eg, opts: cfg.Options.withDefaults()}
+	headers, err := bhttp.NewHeaders(cfg.Headers, cfg.Auth, cfg.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	r := &remote{url: cfg.URL, peer: "a2a " + u.Host, stream: cfg.Stream, eg: eg, headers: headers, opts: cfg.Options.withDefaults()}
 	r.card = agent.Card{
 		Name:         redact(u),
 		Description:  "remote A2A agent at " + redact(u),
 		Kind:         Kind,
-		Egress:       slices.Clone(eo.Allowlist),
+		Egress:       hosts,
+		Secrets:      headers.Secrets(),
 		Effects:      []agent.Effect{agent.EffectEgress},
 		ReadsOutside: true,
 	}
@@ -105,13 +109,31 @@ func (r *remote) httpClient(ctx context.Context) *http.Client {
 	if _, ok := ctx.Deadline(); ok {
 		hc.Timeout = 0
 	}
+	hc.Transport = &headerTransport{ctx: ctx, headers: r.headers, next: hc.Transport}
 	return hc
 }
 
-func (r *remote) resolve(ctx context.Context, hc *http.Client) (*a2a.AgentCard, error) {
-	if err := r.eg.Check(r.url); err != nil {
-		return nil, r.fail("read agent card", err)
+// headerTransport adds the configured headers to each request, reading
+// secret values from the call's context, inside the egress guard's
+// transport (so they go only where the guard lets the request go).
+type headerTransport struct {
+	ctx     context.Context // the call's: it carries the call's secrets
+	headers *bhttp.Headers
+	next    http.RoundTripper
+}
+
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	if err := t.headers.Apply(t.ctx, r.Header); err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
 	}
+	return t.next.RoundTrip(r)
+}
+
+func (r *remote) resolve(ctx context.Context, hc *http.Client) (*a2a.AgentCard, error) {
 	card, err := agentcard.NewResolver(hc).Resolve(ctx, r.url)
 	if err != nil {
 		return nil, r.fail("read agent card", err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	bhttp "github.com/babelagent/babel/adapter/http"
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"
@@ -68,6 +69,15 @@ type Config struct {
 	// AllowPrivate opts one private "ip:port" in (an agent on loopback or
 	// the local network).
 	AllowPrivate []string
+	// Headers and Auth are added to every request, as in the http adapter:
+	// a secret goes in as {{secret:NAME}} or through Auth, and its value is
+	// read from the call's secrets when the request is made.
+	Headers map[string]string
+	Auth    *bhttp.Auth
+	// Secrets is the node's declared secrets: list, which every secret
+	// Headers and Auth name must be on; nil (the Go API) accepts any name,
+	// and the card declares the ones used.
+	Secrets []string
 	// Options configures the adapter; nil means the defaults.
 	Options *Options
 }
@@ -100,7 +110,7 @@ func redact(u *url.URL) string {
 }
 
 // configKeys are the keys a topology may give an a2a agent.
-var configKeys = []string{"stream", "url"}
+var configKeys = []string{"auth", "headers", "stream", "url"}
 
 // ConfigFromRef reads a node's agent reference: the short forms
 // "a2a+https://host/" and "a2a+http://127.0.0.1:8080/" (graph.ParseRef cuts
@@ -128,6 +138,30 @@ func ConfigFromRef(ref graph.Ref, opts *Options) (*Config, error) {
 		}
 		cfg.Stream = &b
 	}
+	if v, ok := ref.Config["headers"]; ok && v != nil {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("headers: want a map of header names to values, not %T", v)
+		}
+		cfg.Headers = make(map[string]string, len(m))
+		for k, hv := range m {
+			s, ok := hv.(string)
+			if !ok {
+				return nil, fmt.Errorf("headers: %s: want a string, not %T", k, hv)
+			}
+			cfg.Headers[k] = s
+		}
+	}
+	if v, ok := ref.Config["auth"]; ok && v != nil {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("auth: want {bearer: SECRET} or {header: NAME, secret: SECRET}, not %T", v)
+		}
+		cfg.Auth = &bhttp.Auth{}
+		if err := bhttp.DecodeConfig(m, cfg.Auth); err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+	}
 	target := strings.TrimSpace(ref.Target)
 	switch ref.Kind {
 	case KindHTTPS, KindHTTP:
@@ -151,6 +185,10 @@ func ConfigFromRef(ref graph.Ref, opts *Options) (*Config, error) {
 	if n := ref.Node; n != nil {
 		cfg.Egress = slices.Clone(n.Egress)
 		cfg.AllowPrivate = slices.Clone(n.AllowPrivate)
+		cfg.Secrets = slices.Clone(n.Secrets)
+		if cfg.Secrets == nil {
+			cfg.Secrets = []string{} // a node that declares none may use none
+		}
 	}
 	if err := cfg.check(); err != nil {
 		return nil, err

@@ -68,13 +68,19 @@ type a2aServer struct {
 	cancelled chan a2a.TaskID
 }
 
-func newA2AServer(t testing.TB, streaming bool, execute executeFunc) *a2aServer {
+// newA2AServer starts the agent; wrap, if given, fronts every request (an
+// authentication check).
+func newA2AServer(t testing.TB, streaming bool, execute executeFunc, wrap ...func(http.Handler) http.Handler) *a2aServer {
 	t.Helper()
 	exec := &executor{execute: execute, cancelled: make(chan a2a.TaskID, 8)}
 	log := &methodLog{calls: map[string]int{}}
 	handler := a2asrv.NewHandler(exec, a2asrv.WithCallInterceptors(log))
 	mux := http.NewServeMux()
-	srv := httptest.NewServer(mux)
+	var front http.Handler = mux
+	for _, w := range wrap {
+		front = w(front)
+	}
+	srv := httptest.NewServer(front)
 	t.Cleanup(srv.Close)
 	card := &a2a.AgentCard{
 		Name:                "Echo Agent",
