@@ -14,6 +14,7 @@ import (
 	"github.com/babelagent/babel/catalog"
 	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/kernel"
+	"github.com/babelagent/babel/policy"
 	"github.com/babelagent/babel/run"
 	"github.com/babelagent/babel/secrets"
 	"github.com/babelagent/babel/secrets/broker"
@@ -36,6 +37,7 @@ type Engine struct {
 
 	audit  *audit.Writer
 	authz  kernel.Authorizer
+	policy *policy.Policy
 	tracer *telemetry.Tracer
 
 	mu     sync.Mutex
@@ -104,12 +106,12 @@ func Open(ctx context.Context, cfg Config, opts *Options) (*Engine, error) {
 
 	e.authz = opts.Authorizer
 	if e.authz == nil {
-		a, err := loadPolicy(cfg.PolicyFile, opts.Environ)
+		p, err := loadPolicy(cfg.PolicyFile, opts.Environ)
 		if err != nil {
 			e.Close()
 			return nil, err
 		}
-		e.authz = a
+		e.policy, e.authz = p, authorizer{p}
 	}
 	tracer := opts.Tracer
 	if tracer == nil {
@@ -275,6 +277,11 @@ func (e *Engine) Decide(ctx context.Context, id, decision, digest, approver stri
 	}
 	if a.Untrusted && approver == a.Principal {
 		return nil, ErrSelfApproval
+	}
+	if e.policy != nil {
+		if err := e.policy.CanApprove(parsePrincipal(approver), a.Graph, parsePrincipal(a.Principal), a.Untrusted); err != nil {
+			return nil, fmt.Errorf("denied: %w", err)
+		}
 	}
 	a, err = e.Store.Decide(ctx, id, decision, digest, approver)
 	rec := &audit.Record{Kind: "approval.decided", RunID: a.RunID, RootRunID: a.RootRunID, Principal: a.Principal,

@@ -258,3 +258,31 @@ func TestConfigAboveCeilingIsAStartupError(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestPolicyFileGrantsAndDenies(t *testing.T) {
+	home := t.TempDir()
+	pol := filepath.Join(t.TempDir(), "policy.yaml")
+	os.WriteFile(pol, []byte(`principals:
+  ci-bot: {roles: [runner]}
+roles:
+  runner: {allow: [{action: graph.run, graphs: ["report-*"]}, {action: run.read}]}
+`), 0o600)
+	env := environ(home)
+	cfg := engine.Defaults(env)
+	cfg.PolicyFile = pol
+	e, err := engine.Open(context.Background(), cfg, &engine.Options{Environ: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ok, _ := graph.New("report-daily").Add("a", builtin.Echo()).Build(nil)
+	no, _ := graph.New("payroll").Add("a", builtin.Echo()).Build(nil)
+	if res := e.Run(context.Background(), &engine.Start{Graph: ok, Input: agent.Text("x"), Principal: "token:ci-bot"}); res.Status != run.StatusSucceeded {
+		t.Fatalf("granted graph: %s %s", res.Status, res.Error)
+	}
+	for _, p := range []string{"token:ci-bot", "token:stranger", "local:alice"} {
+		if res := e.Run(context.Background(), &engine.Start{Graph: no, Input: agent.Text("x"), Principal: p}); res.Status != run.StatusDenied {
+			t.Fatalf("%s ran payroll: %s", p, res.Status)
+		}
+	}
+}

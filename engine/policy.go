@@ -5,17 +5,27 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/babelagent/babel/policy"
 )
 
-// localOnly is the zero-config policy: the local user may do anything,
-// nobody else anything.
-type localOnly struct{ user string }
-
-func (l localOnly) Authorize(_ context.Context, principal, action, resource string) error {
-	if principal == l.user {
-		return nil
+// Principals are written "kind:id" (local:alice, token:ci-bot, mcp:host,
+// a2a:agent); a bare id is a token's principal.
+func parsePrincipal(s string) policy.Principal {
+	if kind, id, ok := strings.Cut(s, ":"); ok {
+		switch kind {
+		case policy.KindLocal, policy.KindToken, policy.KindMCP, policy.KindA2A, policy.KindAnonymous:
+			return policy.Principal{ID: id, Kind: kind}
+		}
 	}
-	return fmt.Errorf("principal %q may not %s %s (only the local user %q may, without a policy file)", principal, action, resource, l.user)
+	return policy.Principal{ID: s, Kind: policy.KindToken}
+}
+
+// authorizer adapts a *policy.Policy to the kernel's seam.
+type authorizer struct{ p *policy.Policy }
+
+func (a authorizer) Authorize(_ context.Context, principal, action, resource string) error {
+	return a.p.Authorize(parsePrincipal(principal), policy.Action(action), resource)
 }
 
 // LocalPrincipal is the CLI's principal: the local user.
@@ -28,11 +38,15 @@ func LocalPrincipal(environ []string) string {
 	return "local:" + fmt.Sprint(os.Getuid())
 }
 
-func loadPolicy(path string, environ []string) (interface {
-	Authorize(ctx context.Context, principal, action, resource string) error
-}, error) {
+// loadPolicy reads the operator's policy file, or gives the default: the
+// local user may do everything, nobody else anything.
+func loadPolicy(path string, environ []string) (*policy.Policy, error) {
 	if path == "" {
-		return localOnly{user: LocalPrincipal(environ)}, nil
+		return policy.Default(parsePrincipal(LocalPrincipal(environ)).ID), nil
 	}
-	return nil, fmt.Errorf("policy file %s: policies are not supported yet", path)
+	p, err := policy.LoadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	return p, nil
 }
