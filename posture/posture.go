@@ -76,7 +76,9 @@ func Assess(ctx context.Context, e *engine.Engine) Report {
 		policy = "policy file " + cfg.PolicyFile
 	}
 	lim := run.DefaultLimits
-	on := func(b bool, yes, no string) Control { return Control{On: b, Evidence: map[bool]string{true: yes, false: no}[b]} }
+	on := func(b bool, yes, no string) Control {
+		return Control{On: b, Evidence: map[bool]string{true: yes, false: no}[b]}
+	}
 	named := func(n string, c Control) Control { c.Name = n; return c }
 
 	return Report{Criteria: []Criterion{
