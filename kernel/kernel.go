@@ -137,7 +137,9 @@ type Run struct {
 	Principal string
 	RootID    string
 	ParentID  string
-	Budget    *Budget
+	// Depth is how many runs delegated to reach this one (0 for a root run).
+	Depth  int
+	Budget *Budget
 	// UntrustedCaller is set when the run's input came from someone other
 	// than its principal (a webhook, a peer agent): such a principal may
 	// not approve the run's own calls.
@@ -147,8 +149,8 @@ type Run struct {
 	mu        sync.Mutex
 	approvals int
 	repeats   map[string]int
-	window  time.Time
-	inWin   int
+	window    time.Time
+	inWin     int
 }
 
 // Labels returns the labels of every piece of data the run holds so far.

@@ -12,6 +12,7 @@ import (
 	"github.com/babelagent/babel/builtin"
 	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/internal/kerneltest"
+	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/run"
 )
 
@@ -250,5 +251,26 @@ func TestRunInputFromCallerKeepsDeadlineLowerOnly(t *testing.T) {
 		&run.Request{Graph: g, Input: agent.Text("x"), Deadline: time.Hour})
 	if res.Status != run.StatusLimitExceeded || time.Since(start) > time.Second {
 		t.Fatalf("%s after %v", res.Status, time.Since(start))
+	}
+}
+
+func TestSubRunsShareTheParentBudgetAndDepthIsCapped(t *testing.T) {
+	r := newRunner(t, nil)
+	g := build(t, graph.New("child").Add("a", builtin.Echo()).Add("b", builtin.Echo()))
+	parent := &kernel.Run{ID: "parent", RootID: "parent", Budget: kernel.NewBudget(3, 0)}
+	first := r.Run(context.Background(), &run.Request{Graph: g, Input: agent.Text("x"), Parent: parent})
+	if first.Status != run.StatusSucceeded {
+		t.Fatal(first.Status, first.Error)
+	}
+	if used, _ := parent.Budget.Used(); used != 2 {
+		t.Fatalf("the parent's budget shows %d steps used, want 2", used)
+	}
+	second := r.Run(context.Background(), &run.Request{Graph: g, Input: agent.Text("x"), Parent: parent})
+	if second.Status != run.StatusLimitExceeded {
+		t.Fatalf("a child ran past its parent's budget: %s", second.Status)
+	}
+	deep := &kernel.Run{ID: "deep", RootID: "root", Depth: run.MaxDelegationDepth, Budget: kernel.NewBudget(100, 0)}
+	if res := r.Run(context.Background(), &run.Request{Graph: g, Input: agent.Text("x"), Parent: deep}); res.Status != run.StatusLimitExceeded || !strings.Contains(res.Error, "delegation depth") {
+		t.Fatalf("%s %s", res.Status, res.Error)
 	}
 }

@@ -29,6 +29,9 @@ var (
 	Ceilings      = Limits{Deadline: time.Hour, MaxSteps: 100_000, MaxTokens: 10_000_000}
 )
 
+// MaxDelegationDepth bounds how deep runs may start sub-runs.
+const MaxDelegationDepth = 4
+
 // Config configures a Runner. Nil means the defaults.
 type Config struct {
 	// Kernel runs every node; nil means kernel.New(nil).
@@ -162,7 +165,12 @@ func (r *Runner) Run(ctx context.Context, req *Request) *Result {
 	}
 	kr.RootID = kr.ID
 	if p := req.Parent; p != nil {
-		kr.Budget, kr.RootID, kr.ParentID = p.Budget, p.RootID, p.ID
+		kr.Budget, kr.RootID, kr.ParentID, kr.Depth = p.Budget, p.RootID, p.ID, p.Depth+1
+		if kr.Depth > MaxDelegationDepth {
+			now := time.Now()
+			return &Result{RunID: kr.ID, Graph: g.Name, Principal: kr.Principal, Status: StatusLimitExceeded,
+				Error: fmt.Sprintf("limit exceeded: delegation depth (max %d)", MaxDelegationDepth), StartedAt: now, FinishedAt: now}
+		}
 	} else {
 		kr.Budget = kernel.NewBudget(steps, tokens)
 	}
