@@ -1,0 +1,262 @@
+// Package llmtest holds what the provider tests share: a loopback server
+// replaying recorded provider responses in their exact wire format, a
+// secret source, a counting listener and the shared SSRF vectors.
+//
+// It is for tests only; nothing in it may be used by a shipped agent.
+package llmtest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/egress"
+	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/kernel"
+	"github.com/babelagent/babel/run"
+	"github.com/babelagent/babel/secrets"
+)
+
+// Vault is a kernel secret source holding fixed values; it hands a call
+// only the names its node declares.
+type Vault map[string]string
+
+// Scope implements kernel.Scoper.
+func (v Vault) Scope(_ context.Context, names []string) (*agent.Secrets, error) {
+	var ss []secrets.Secret
+	for _, n := range names {
+		if val, ok := v[n]; ok {
+			ss = append(ss, secrets.New(n, val))
+		}
+	}
+	return agent.NewSecrets(ss...), nil
+}
+
+// Reply is one recorded response: a file under testdata (.sse is sent as
+// text/event-stream, event by event; anything else as application/json)
+// and its status (200 when zero).
+type Reply struct {
+	File   string
+	Status int
+}
+
+// Request is what the replay server received.
+type Request struct {
+	Path   string
+	Header http.Header
+	Raw    string
+	Body   map[string]any
+}
+
+// Replay is a model provider on loopback that answers each request with the
+// next recorded reply; once they are used up it repeats the last one.
+type Replay struct {
+	*httptest.Server
+	path    string
+	replies []Reply
+	mu      sync.Mutex
+	reqs    []Request
+}
+
+// NewReplay starts a replay server answering POSTs to path.
+func NewReplay(t testing.TB, path string, replies ...Reply) *Replay {
+	t.Helper()
+	if len(replies) == 0 {
+		t.Fatal("no replies")
+	}
+	r := &Replay{path: path, replies: replies}
+	for _, rep := range replies {
+		if _, err := os.Stat("testdata/" + rep.File); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Server = httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *Replay) serve(w http.ResponseWriter, req *http.Request) {
+	raw, _ := io.ReadAll(req.Body)
+	var body map[string]any
+	_ = json.Unmarshal(raw, &body)
+	r.mu.Lock()
+	n := len(r.reqs)
+	r.reqs = append(r.reqs, Request{Path: req.URL.Path, Header: req.Header.Clone(), Raw: string(raw), Body: body})
+	r.mu.Unlock()
+	if req.Method != http.MethodPost || req.URL.Path != r.path {
+		http.Error(w, `{"error":{"message":"not found","type":"not_found_error"}}`, http.StatusNotFound)
+		return
+	}
+	rep := r.replies[min(n, len(r.replies)-1)]
+	data, err := os.ReadFile("testdata/" + rep.File)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	status := rep.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if !strings.HasSuffix(rep.File, ".sse") {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("x-request-id", "req_0f3b8c2e9d7a4e1f")
+		w.WriteHeader(status)
+		_, _ = w.Write(data)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(status)
+	fl, _ := w.(http.Flusher)
+	for _, ev := range strings.SplitAfter(string(data), "\n\n") {
+		_, _ = io.WriteString(w, ev)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+}
+
+// Requests returns what the server received so far.
+func (r *Replay) Requests() []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Request(nil), r.reqs...)
+}
+
+// Private is the server's address for allow_private.
+func (r *Replay) Private() string { return egress.AllowPrivateURL(r.URL) }
+
+// Listener counts every connection and byte that reaches a loopback port.
+type Listener struct {
+	net.Listener
+	Conns, Bytes atomic.Int64
+	wg           sync.WaitGroup
+}
+
+// NewListener starts a counting listener on 127.0.0.1.
+func NewListener(t testing.TB) *Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Listener{Listener: ln}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			l.Conns.Add(1)
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				defer c.Close()
+				n, _ := io.Copy(io.Discard, c)
+				l.Bytes.Add(n)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); l.wg.Wait() })
+	return l
+}
+
+// Port is the listener's port.
+func (l *Listener) Port() string {
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	return p
+}
+
+// StaticResolver answers every name with one address: a DNS answer that
+// points an allowed name at a private address.
+type StaticResolver struct{ IP net.IP }
+
+// LookupIPAddr implements egress.Resolver.
+func (s StaticResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
+	return []net.IPAddr{{IP: s.IP}}, nil
+}
+
+// Vectors reads a list of URLs the egress guard must refuse.
+func Vectors(t testing.TB, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("only %d vectors in %s", len(out), path)
+	}
+	return out
+}
+
+// Run runs g with a kernel holding v and returns the result and every
+// event, one JSON object a line.
+func Run(t testing.TB, g *graph.Graph, v Vault, in agent.Message) (*run.Result, string) {
+	t.Helper()
+	r, err := run.NewRunner(&run.Config{Kernel: kernel.New(&kernel.Options{Secrets: v})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	res := r.Run(context.Background(), &run.Request{Graph: g, Input: in, OnEvent: func(e run.Event) {
+		j, _ := json.Marshal(e)
+		b.Write(j)
+		b.WriteByte('\n')
+	}})
+	return res, b.String()
+}
+
+// Everything is the result as JSON, its metadata and its events: all a
+// user can see of a run.
+func Everything(t testing.TB, res *run.Result, events string) string {
+	t.Helper()
+	j, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := json.Marshal(res.Output.Metadata)
+	return string(j) + "\n" + string(m) + "\n" + events
+}
+
+// Compile parses topology and compiles it with reg; agents supplies
+// ready-made agents (Go tools) by name. The graph's agents are closed when
+// the test ends.
+func Compile(t testing.TB, reg *graph.Registry, topology string, agents map[string]agent.Agent) (*graph.Graph, error) {
+	t.Helper()
+	spec, err := graph.Parse([]byte(topology))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	g, err := graph.Compile(spec, reg, &graph.CompileOptions{Agents: agents})
+	if err == nil {
+		t.Cleanup(func() {
+			for _, n := range append(append([]*graph.Node{}, g.Nodes...), g.Tools...) {
+				if c, ok := n.Agent.(interface{ Close() error }); ok {
+					_ = c.Close()
+				}
+			}
+		})
+	}
+	return g, err
+}
