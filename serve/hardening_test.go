@@ -20,15 +20,15 @@ import (
 // vectorTests maps each line of testdata/server-requests.txt (a copy of
 // the shared vectors) to the test that shows the server refuses it.
 var vectorTests = map[string]func(t *testing.T){
-	"POST /v1/graphs/{g}/runs | Host: attacker.example                   => 403":                                                                   testForeignHostRefused,
-	"POST /v1/graphs/{g}/runs | (no Host header)                          => 403":                                                                   testMissingHostRefused,
-	"POST /v1/graphs/{g}/runs | Host: 127.0.0.1:{port}, body over the cap => 413":                                                                   testBodyOverCapRefused,
-	"POST /v1/graphs/{g}/runs | Host: 127.0.0.1:{port}, body \"{not json\"  => 400":                                                                 testMalformedBodyRefused,
-	"POST /v1/graphs/{g}/runs | deadline_s = \"inf\", \"nan\", \"-1\", \"-inf\", \"0\" => 400":                                                     testBadDeadlinesRefused,
-	"POST /v1/graphs/{g}/runs | deadline_s = 1e18 with a node that sleeps past the server ceiling => the run ends at the ceiling, not later":         testHugeDeadlineEndsAtCeiling,
+	"POST /v1/graphs/{g}/runs | Host: attacker.example                   => 403":                                                                  testForeignHostRefused,
+	"POST /v1/graphs/{g}/runs | (no Host header)                          => 403":                                                                 testMissingHostRefused,
+	"POST /v1/graphs/{g}/runs | Host: 127.0.0.1:{port}, body over the cap => 413":                                                                 testBodyOverCapRefused,
+	"POST /v1/graphs/{g}/runs | Host: 127.0.0.1:{port}, body \"{not json\"  => 400":                                                               testMalformedBodyRefused,
+	"POST /v1/graphs/{g}/runs | deadline_s = \"inf\", \"nan\", \"-1\", \"-inf\", \"0\" => 400":                                                    testBadDeadlinesRefused,
+	"POST /v1/graphs/{g}/runs | deadline_s = 1e18 with a node that sleeps past the server ceiling => the run ends at the ceiling, not later":      testHugeDeadlineEndsAtCeiling,
 	"POST /v1/graphs/{g}/runs | a node raises an error containing \"SENSITIVE_INTERNAL_PATH=/etc/secret\" => the response carries neither string": testInternalErrorNeverLeaves,
-	"any non-loopback bind with no token configured => the server refuses to start":                                                                testNonLoopbackWithoutTokenRefused,
-	"any request with a wrong or missing bearer token when a token is configured => 401":                                                            testWrongOrMissingTokenRefused,
+	"any non-loopback bind with no token configured => the server refuses to start":                                                               testNonLoopbackWithoutTokenRefused,
+	"any request with a wrong or missing bearer token when a token is configured => 401":                                                          testWrongOrMissingTokenRefused,
 }
 
 func TestEveryServerRequestVectorIsRefused(t *testing.T) {

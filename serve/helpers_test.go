@@ -27,8 +27,6 @@ func TestMain(m *testing.M) {
 		os.Exit(serveStdioForTest(path))
 	}
 	goleak.VerifyTestMain(m,
-		// The MCP SDK closes idle streamable sessions on a timer of its own.
-		goleak.IgnoreTopFunction("github.com/modelcontextprotocol/go-sdk/mcp.(*StreamableHTTPHandler).ServeHTTP.func1"),
 		// testdata/graphs/sleepy.yaml's node ignores cancellation on purpose: the
 		// runner abandons it at the deadline, and it sleeps on.
 		goleak.IgnoreAnyFunction("github.com/babelagent/babel/builtin.Sleep.func1"),

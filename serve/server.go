@@ -32,6 +32,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/serve/a2aserver"
@@ -84,6 +86,7 @@ type Server struct {
 	metrics *metrics
 	log     *slog.Logger
 	handler http.Handler
+	mcp     *mcp.Server
 	origins map[string]bool
 	hosts   map[string]bool
 
@@ -174,7 +177,8 @@ func (s *Server) routes(o Options) http.Handler {
 		local := s.local
 		mcpOpts.Local = &local
 	}
-	mcpH := mcpserver.HTTPHandler(mcpserver.New(s.svc, mcpOpts), httpOpts)
+	s.mcp = mcpserver.New(s.svc, mcpOpts)
+	mcpH := mcpserver.HTTPHandler(s.mcp, httpOpts)
 	handle("/mcp", streaming(wt, mcpH))
 
 	a2 := a2aserver.New(s.svc, &a2aserver.Options{Version: o.Version, PublicURL: strings.TrimSuffix(s.cfg.PublicURL, "/"),
@@ -401,6 +405,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = s.svc.Close(sctx)
+	s.closeMCPSessions()
 	err := hs.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = hs.Close()
@@ -411,5 +416,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Close stops the service's runs; for servers used through Handler only.
-func (s *Server) Close(ctx context.Context) error { return s.svc.Close(ctx) }
+// closeMCPSessions ends the MCP sessions clients left open.
+func (s *Server) closeMCPSessions() {
+	var open []*mcp.ServerSession
+	for ss := range s.mcp.Sessions() {
+		open = append(open, ss)
+	}
+	for _, ss := range open {
+		_ = ss.Close()
+	}
+}
+
+// Close stops the service's runs and MCP sessions; for servers used through
+// Handler only.
+func (s *Server) Close(ctx context.Context) error {
+	s.closeMCPSessions()
+	return s.svc.Close(ctx)
+}
