@@ -142,7 +142,9 @@ func redact(u *url.URL) string {
 var configKeys = []string{"args", "auth", "command", "headers", "pin", "tool", "url"}
 
 // ConfigFromRef reads a node's agent reference: the short forms
-// "mcp+stdio:/path/to/server --flag", "mcp+https://host/mcp" and
+// "mcp+stdio:/path/to/server --flag" (split at white space, no shell
+// quoting: use the map form's args for an argument with spaces),
+// "mcp+https://host/mcp" and
 // "mcp+http://127.0.0.1:8080/mcp" (graph.ParseRef cuts them at the first
 // ':', leaving "//host/mcp" as the target), or the map form
 // {mcp: {url | command, args, tool, pin}}, with the node's `with:` merged

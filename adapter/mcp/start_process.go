@@ -1,3 +1,5 @@
+//go:build linux
+
 package mcp
 
 import (
@@ -14,19 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ProcessStarter starts a stdio server as a direct child process: its own
-// process group, the explicit environment of the Command and nothing else,
-// "/" as its working directory, and SIGKILL should this process die first.
-// It does not confine the server; it is the stopgap until the sandbox
-// package can run a long-lived process with pipes.
-type ProcessStarter struct {
-	// Grace is how long Close waits for the server to exit once its input
-	// is closed, and again after SIGTERM, before killing its process group
-	// (default 500ms).
-	Grace time.Duration
-}
-
-// Start starts cmd.
+// Start starts cmd as a direct child in its own process group.
 func (s ProcessStarter) Start(ctx context.Context, cmd *Command) (io.ReadWriteCloser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -139,5 +129,3 @@ func (p *process) Close() error {
 	}
 	return p.err
 }
-
-var _ Starter = ProcessStarter{}

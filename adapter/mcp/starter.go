@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"io"
+	"time"
 )
 
 // Command is a stdio server to start.
@@ -31,3 +32,17 @@ type Command struct {
 type Starter interface {
 	Start(ctx context.Context, cmd *Command) (io.ReadWriteCloser, error)
 }
+
+// ProcessStarter starts a stdio server as a direct child process: its own
+// process group, the explicit environment of the Command and nothing else,
+// "/" as its working directory, and SIGKILL should this process die first.
+// It does not confine the server; it is the stopgap until the sandbox
+// package can run a long-lived process with pipes. It needs Linux.
+type ProcessStarter struct {
+	// Grace is how long Close waits for the server to exit once its input
+	// is closed, and again after SIGTERM, before killing its process group
+	// (default 500ms).
+	Grace time.Duration
+}
+
+var _ Starter = ProcessStarter{}
