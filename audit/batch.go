@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -91,16 +92,25 @@ func (w *Writer) writeBatch(live []*request) error {
 		return fmt.Errorf("audit: append: begin: %w", err)
 	}
 	defer tx.Rollback()
-	stmt := tx.StmtContext(ctx, w.insert)
-	for _, r := range live {
-		c := &r.rec
-		if _, err := stmt.ExecContext(ctx, c.Seq, ts, c.Kind, c.RunID, c.RootRunID, c.ParentRunID,
-			c.TraceID, c.SpanID, c.Principal, c.Agent, c.Node, c.Adapter, string(c.Args), c.ArgsDigest,
-			c.Decision, c.Approver, c.ApprovalDigest, c.Secret, c.Status, c.ResultDigest, c.Error,
-			c.PrevHash, c.Hash, c.Sig); err != nil {
-			return fmt.Errorf("audit: append: insert seq %d: %w", c.Seq, err)
+	for rest := live; len(rest) > 0; {
+		stmt, n := w.insert1, 1
+		if len(rest) >= insertRows {
+			stmt, n = w.insertN, insertRows
 		}
+		w.args = w.args[:0]
+		for _, r := range rest[:n] {
+			c := &r.rec
+			w.args = append(w.args, c.Seq, ts, c.Kind, c.RunID, c.RootRunID, c.ParentRunID,
+				c.TraceID, c.SpanID, c.Principal, c.Agent, c.Node, c.Adapter, string(c.Args), c.ArgsDigest,
+				c.Decision, c.Approver, c.ApprovalDigest, c.Secret, c.Status, c.ResultDigest, c.Error,
+				c.PrevHash, c.Hash, c.Sig)
+		}
+		if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, w.args...); err != nil {
+			return fmt.Errorf("audit: append: insert seq %d to %d: %w", rest[0].rec.Seq, rest[n-1].rec.Seq, err)
+		}
+		rest = rest[n:]
 	}
+	clear(w.args) // drop references to the batch's strings
 	// The seq guard makes a head moved by anyone else fail this batch
 	// rather than be silently overwritten.
 	res, err := tx.ExecContext(ctx, `UPDATE head SET seq = ?, hash = ?, sig = ? WHERE id = 1 AND seq = ? AND hash = ?`,
@@ -116,6 +126,22 @@ func (w *Writer) writeBatch(live []*request) error {
 	}
 	w.seq, w.last, w.lastTS = seq, prev, ts
 	return nil
+}
+
+// insertRows is how many rows one multi-row INSERT carries: fewer trips
+// through database/sql per batch, well under SQLite's bound-parameter limit.
+const insertRows = 32
+
+func insertSQL(rows int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO records (" + recordColumns + ") VALUES ")
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?" + strings.Repeat(",?", numColumns-1) + ")")
+	}
+	return b.String()
 }
 
 // resync reloads where the chain ends after a failed batch, whose commit

@@ -1,31 +1,34 @@
 package audit
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxCanonicalDepth bounds nesting so hostile input cannot exhaust the stack.
 const maxCanonicalDepth = 256
 
 // Canonical returns the canonical JSON encoding of v: object keys sorted
-// (bytewise, by their UTF-8 encoding), no insignificant whitespace, no HTML
-// escaping, numbers kept exactly as written. A json.RawMessage is taken as
-// JSON text; any other value is first encoded with encoding/json (so a
-// json.Marshaler's own output is what gets canonicalized). Duplicate object keys are an error, because two
-// parsers could disagree on which one counts, and an approval bound to one
-// reading must not authorize the other.
+// bytewise by their UTF-8 encoding, no insignificant whitespace, numbers
+// kept exactly as written, and strings escaped as RFC 8785 does (only '"',
+// '\\' and control characters; \b \f \n \r \t in short form, others as
+// \u00xx), with invalid UTF-8 replaced by U+FFFD. A json.RawMessage or a
+// []byte is taken as JSON text; any other value is first encoded with
+// encoding/json (so a json.Marshaler's own output is what gets
+// canonicalized). Duplicate object
+// keys are an error, because two parsers could disagree on which one
+// counts, and an approval bound to one reading must not authorize the other.
 func Canonical(v any) ([]byte, error) {
 	var raw []byte
 	switch t := v.(type) {
 	case json.RawMessage:
+		raw = t
+	case []byte:
 		raw = t
 	default:
 		b, err := json.Marshal(v)
@@ -34,17 +37,24 @@ func Canonical(v any) ([]byte, error) {
 		}
 		raw = b
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var out bytes.Buffer
-	out.Grow(len(raw))
-	if err := canonValue(dec, &out, 0); err != nil {
+	out, err := canonicalJSON(raw)
+	if err != nil {
 		return nil, fmt.Errorf("audit: canonical json: %w", err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("audit: canonical json: trailing data after the value")
+	return out, nil
+}
+
+// canonicalJSON is Canonical for JSON text, with errors unprefixed.
+func canonicalJSON(raw []byte) ([]byte, error) {
+	p := canonParser{in: raw, out: make([]byte, 0, len(raw))}
+	if err := p.value(0); err != nil {
+		return nil, err
 	}
-	return out.Bytes(), nil
+	p.skipSpace()
+	if p.pos != len(p.in) {
+		return nil, p.errorf("trailing data after the value")
+	}
+	return p.out, nil
 }
 
 // Digest returns the lowercase hex SHA-256 of b.
@@ -53,107 +63,298 @@ func Digest(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func canonValue(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+// canonParser parses JSON text and writes its canonical form as it goes.
+type canonParser struct {
+	in  []byte
+	pos int
+	out []byte
+}
+
+func (p *canonParser) skipSpace() {
+	for p.pos < len(p.in) {
+		switch p.in[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *canonParser) errorf(format string, args ...any) error {
+	return fmt.Errorf("offset %d: %s", p.pos, fmt.Sprintf(format, args...))
+}
+
+func (p *canonParser) value(depth int) error {
 	if depth > maxCanonicalDepth {
-		return fmt.Errorf("nesting deeper than %d", maxCanonicalDepth)
+		return p.errorf("nesting deeper than %d", maxCanonicalDepth)
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return errors.New("empty input")
-		}
+	p.skipSpace()
+	if p.pos >= len(p.in) {
+		return p.errorf("unexpected end of input")
+	}
+	switch c := p.in[p.pos]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		_, err := p.str()
 		return err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			return canonObject(dec, out, depth)
-		case '[':
-			return canonArray(dec, out, depth)
-		}
-		return fmt.Errorf("unexpected %q", t)
-	case string:
-		writeString(out, t)
-	case json.Number:
-		out.WriteString(t.String())
-	case bool:
-		if t {
-			out.WriteString("true")
-		} else {
-			out.WriteString("false")
-		}
-	case nil:
-		out.WriteString("null")
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number()
 	default:
-		return fmt.Errorf("unexpected token %v", tok)
+		return p.errorf("invalid character %q", c)
 	}
+}
+
+func (p *canonParser) literal(lit string) error {
+	if !strings.HasPrefix(string(p.in[p.pos:min(p.pos+len(lit), len(p.in))]), lit) {
+		return p.errorf("invalid literal")
+	}
+	p.pos += len(lit)
+	p.out = append(p.out, lit...)
 	return nil
 }
 
-func canonObject(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+func (p *canonParser) number() error {
+	start := p.pos
+	digits := func() int {
+		n := 0
+		for p.pos < len(p.in) && p.in[p.pos] >= '0' && p.in[p.pos] <= '9' {
+			p.pos++
+			n++
+		}
+		return n
+	}
+	if p.in[p.pos] == '-' {
+		p.pos++
+	}
+	if p.pos < len(p.in) && p.in[p.pos] == '0' {
+		p.pos++
+	} else if digits() == 0 {
+		return p.errorf("invalid number")
+	}
+	if p.pos < len(p.in) && p.in[p.pos] == '.' {
+		p.pos++
+		if digits() == 0 {
+			return p.errorf("invalid number")
+		}
+	}
+	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.in) && (p.in[p.pos] == '+' || p.in[p.pos] == '-') {
+			p.pos++
+		}
+		if digits() == 0 {
+			return p.errorf("invalid number")
+		}
+	}
+	p.out = append(p.out, p.in[start:p.pos]...)
+	return nil
+}
+
+// str parses a string token, writes its canonical form and returns its
+// decoded value.
+func (p *canonParser) str() (string, error) {
+	start := p.pos
+	p.pos++ // opening quote
+	// Fast path: no escapes, no control characters, valid UTF-8. Such a
+	// string is already canonical.
+	for i := p.pos; i < len(p.in); {
+		c := p.in[i]
+		switch {
+		case c == '"':
+			p.pos = i + 1
+			p.out = append(p.out, p.in[start:p.pos]...)
+			return string(p.in[start+1 : i]), nil
+		case c == '\\' || c < 0x20:
+			return p.slowStr(start)
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(p.in[i:])
+			if r == utf8.RuneError && size == 1 {
+				return p.slowStr(start)
+			}
+			i += size
+		}
+	}
+	return "", p.errorf("unterminated string")
+}
+
+// slowStr handles a string with escapes or invalid UTF-8 by letting
+// encoding/json decode it, then re-encoding it canonically.
+func (p *canonParser) slowStr(start int) (string, error) {
+	i := start + 1
+	for ; i < len(p.in); i++ {
+		if p.in[i] == '\\' {
+			i++
+			continue
+		}
+		if p.in[i] == '"' {
+			break
+		}
+	}
+	if i >= len(p.in) {
+		p.pos = start
+		return "", p.errorf("unterminated string")
+	}
+	var s string
+	if err := json.Unmarshal(p.in[start:i+1], &s); err != nil {
+		p.pos = start
+		return "", p.errorf("invalid string: %v", err)
+	}
+	p.pos = i + 1
+	p.out = appendCanonString(p.out, s)
+	return s, nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+func appendCanonString(out []byte, s string) []byte {
+	out = append(out, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			out = append(out, '\\', c)
+		case c == '\b':
+			out = append(out, '\\', 'b')
+		case c == '\f':
+			out = append(out, '\\', 'f')
+		case c == '\n':
+			out = append(out, '\\', 'n')
+		case c == '\r':
+			out = append(out, '\\', 'r')
+		case c == '\t':
+			out = append(out, '\\', 't')
+		case c < 0x20:
+			out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				out = utf8.AppendRune(out, utf8.RuneError)
+			} else {
+				out = append(out, s[i:i+size]...)
+			}
+			i += size
+			continue
+		}
+		i++
+	}
+	return append(out, '"')
+}
+
+func (p *canonParser) array(depth int) error {
+	p.pos++ // '['
+	p.out = append(p.out, '[')
+	p.skipSpace()
+	if p.pos < len(p.in) && p.in[p.pos] == ']' {
+		p.pos++
+		p.out = append(p.out, ']')
+		return nil
+	}
+	for {
+		if err := p.value(depth + 1); err != nil {
+			return err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.in) {
+			return p.errorf("unterminated array")
+		}
+		switch p.in[p.pos] {
+		case ',':
+			p.pos++
+			p.out = append(p.out, ',')
+		case ']':
+			p.pos++
+			p.out = append(p.out, ']')
+			return nil
+		default:
+			return p.errorf("invalid character %q in array", p.in[p.pos])
+		}
+	}
+}
+
+func (p *canonParser) object(depth int) error {
+	p.pos++ // '{'
+	objStart := len(p.out)
+	p.out = append(p.out, '{')
+	p.skipSpace()
+	if p.pos < len(p.in) && p.in[p.pos] == '}' {
+		p.pos++
+		p.out = append(p.out, '}')
+		return nil
+	}
+	// Members are written in input order, then rewritten sorted.
 	type member struct {
-		key string
-		val []byte
+		key        string
+		start, end int // "key":value in p.out
 	}
 	var members []member
-	for dec.More() {
-		tok, err := dec.Token()
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
+			return p.errorf("object key must be a string")
+		}
+		if len(members) > 0 {
+			p.out = append(p.out, ',')
+		}
+		start := len(p.out)
+		key, err := p.str()
 		if err != nil {
 			return err
 		}
-		key, ok := tok.(string)
-		if !ok {
-			return fmt.Errorf("object key is %v, not a string", tok)
+		p.skipSpace()
+		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
+			return p.errorf("missing ':' after object key")
 		}
-		var val bytes.Buffer
-		if err := canonValue(dec, &val, depth+1); err != nil {
+		p.pos++
+		p.out = append(p.out, ':')
+		if err := p.value(depth + 1); err != nil {
 			return err
 		}
-		members = append(members, member{key, val.Bytes()})
+		members = append(members, member{key, start, len(p.out)})
+		p.skipSpace()
+		if p.pos >= len(p.in) {
+			return p.errorf("unterminated object")
+		}
+		if p.in[p.pos] == '}' {
+			p.pos++
+			break
+		}
+		if p.in[p.pos] != ',' {
+			return p.errorf("invalid character %q in object", p.in[p.pos])
+		}
+		p.pos++
 	}
-	if _, err := dec.Token(); err != nil { // '}'
-		return err
+	increasing := true
+	for i := 1; i < len(members) && increasing; i++ {
+		increasing = members[i-1].key < members[i].key
 	}
-	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
-	out.WriteByte('{')
-	for i, m := range members {
-		if i > 0 {
-			if members[i-1].key == m.key {
-				return fmt.Errorf("duplicate object key %q", m.key)
+	if !increasing {
+		region := slices.Clone(p.out[objStart:])
+		slices.SortStableFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+		p.out = p.out[:objStart+1]
+		for i, m := range members {
+			if i > 0 {
+				if members[i-1].key == m.key {
+					return fmt.Errorf("duplicate object key %q", m.key)
+				}
+				p.out = append(p.out, ',')
 			}
-			out.WriteByte(',')
+			p.out = append(p.out, region[m.start-objStart:m.end-objStart]...)
 		}
-		writeString(out, m.key)
-		out.WriteByte(':')
-		out.Write(m.val)
 	}
-	out.WriteByte('}')
+	p.out = append(p.out, '}')
 	return nil
-}
-
-func canonArray(dec *json.Decoder, out *bytes.Buffer, depth int) error {
-	out.WriteByte('[')
-	for i := 0; dec.More(); i++ {
-		if i > 0 {
-			out.WriteByte(',')
-		}
-		if err := canonValue(dec, out, depth+1); err != nil {
-			return err
-		}
-	}
-	if _, err := dec.Token(); err != nil { // ']'
-		return err
-	}
-	out.WriteByte(']')
-	return nil
-}
-
-// writeString writes s as a JSON string without HTML escaping.
-func writeString(out *bytes.Buffer, s string) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // encoding a string cannot fail
-	out.Write(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }

@@ -131,9 +131,9 @@ func prepare(r *Record) (Record, error) {
 	}
 	digest := ""
 	if len(c.Args) > 0 {
-		args, err := Canonical(c.Args)
+		args, err := canonicalJSON(c.Args)
 		if err != nil {
-			return Record{}, &FieldError{"args", err.Error()}
+			return Record{}, &FieldError{"args", "not canonicalizable JSON: " + err.Error()}
 		}
 		c.Args = args
 		digest = Digest(args)
@@ -189,16 +189,12 @@ func truncateUTF8(s string, n int) string {
 
 const recordDomain = "babel.audit.record.v1\x00"
 
-// hashInput appends the encoding documented on Record to buf. The string
-// fields are passed as byte slices so Verify can hash rows without copying
-// them into strings.
+// hashInput appends the encoding documented on Record to buf, from fields
+// given as byte slices (how Verify reads them).
 func hashInput(buf []byte, seq, tsNanos int64, fields *[numHashed][]byte) []byte {
-	buf = append(buf, recordDomain...)
-	buf = binary.BigEndian.AppendUint64(buf, uint64(seq))
-	buf = binary.BigEndian.AppendUint64(buf, uint64(tsNanos))
+	buf = appendHashPrefix(buf, seq, tsNanos)
 	for _, f := range fields {
-		buf = binary.BigEndian.AppendUint32(buf, uint32(len(f)))
-		buf = append(buf, f...)
+		buf = appendHashField(buf, f)
 	}
 	return buf
 }
@@ -206,19 +202,35 @@ func hashInput(buf []byte, seq, tsNanos int64, fields *[numHashed][]byte) []byte
 // numHashed is the number of string fields in the hash, PrevHash included.
 const numHashed = 20
 
-// hashedFields returns r's hashed string fields in encoding order.
-func (r *Record) hashedFields() *[numHashed][]byte {
-	return &[numHashed][]byte{
-		[]byte(r.Kind), []byte(r.RunID), []byte(r.RootRunID), []byte(r.ParentRunID),
-		[]byte(r.TraceID), []byte(r.SpanID), []byte(r.Principal), []byte(r.Agent),
-		[]byte(r.Node), []byte(r.Adapter), r.Args, []byte(r.ArgsDigest), []byte(r.Decision),
-		[]byte(r.Approver), []byte(r.ApprovalDigest), []byte(r.Secret), []byte(r.Status),
-		[]byte(r.ResultDigest), []byte(r.Error), []byte(r.PrevHash),
+func appendHashPrefix(buf []byte, seq, tsNanos int64) []byte {
+	buf = append(buf, recordDomain...)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(seq))
+	return binary.BigEndian.AppendUint64(buf, uint64(tsNanos))
+}
+
+func appendHashField[T string | []byte](buf []byte, f T) []byte {
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(f)))
+	return append(buf, f...)
+}
+
+// appendHash appends r's hash input to buf, in the same encoding as
+// hashInput.
+func (r *Record) appendHash(buf []byte) []byte {
+	buf = appendHashPrefix(buf, r.Seq, r.TS.UnixNano())
+	for _, f := range []string{r.Kind, r.RunID, r.RootRunID, r.ParentRunID, r.TraceID, r.SpanID,
+		r.Principal, r.Agent, r.Node, r.Adapter} {
+		buf = appendHashField(buf, f)
 	}
+	buf = appendHashField(buf, []byte(r.Args))
+	for _, f := range []string{r.ArgsDigest, r.Decision, r.Approver, r.ApprovalDigest, r.Secret,
+		r.Status, r.ResultDigest, r.Error, r.PrevHash} {
+		buf = appendHashField(buf, f)
+	}
+	return buf
 }
 
 // ComputeHash returns the hash r should carry, from its fields as they are.
 func (r *Record) ComputeHash() string {
-	sum := sha256.Sum256(hashInput(nil, r.Seq, r.TS.UnixNano(), r.hashedFields()))
+	sum := sha256.Sum256(r.appendHash(make([]byte, 0, 512+len(r.Args)+len(r.Error))))
 	return hex.EncodeToString(sum[:])
 }

@@ -84,6 +84,7 @@ func dsn(path string, readOnly bool) (string, error) {
 	if readOnly {
 		q.Set("mode", "ro")
 		q.Add("_pragma", "query_only(1)")
+		q.Add("_pragma", "mmap_size(1073741824)")
 	} else {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(FULL)")

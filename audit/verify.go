@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -29,9 +26,11 @@ const (
 )
 
 // TamperError says the log is not what its writer wrote. Seq is the first
-// record that cannot be trusted: every record before it is covered by a
-// valid signature through an intact chain. Problem is one of the Problem
-// constants; Detail says more.
+// record Verify could not prove authentic: every record before it is
+// covered by a valid signature through an intact chain. Problem is one of
+// the Problem constants, and Detail says where the problem was found, which
+// is Seq itself unless the problem lies inside a batch of several records
+// (Seq is then that batch's first record).
 type TamperError struct {
 	Seq     int64
 	Problem string
@@ -85,7 +84,7 @@ func Verify(ctx context.Context, path string, pub ed25519.PublicKey) (*VerifyRep
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+recordColumns+` FROM records ORDER BY seq`)
+	rows, err := tx.QueryContext(ctx, packedQuery())
 	if err != nil {
 		return nil, fmt.Errorf("audit: verify: %w", err)
 	}
@@ -112,8 +111,8 @@ type verifier struct {
 
 // walk streams rows through parallel hashing workers and checks the results
 // in seq order.
-func (v *verifier) walk(ctx context.Context, rows *sql.Rows) error {
-	ctx, cancel := context.WithCancel(ctx)
+func (v *verifier) walk(parent context.Context, rows *sql.Rows) error {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	workers := max(runtime.GOMAXPROCS(0), 1)
 	work := make(chan *chunk, workers)
@@ -139,8 +138,9 @@ func (v *verifier) walk(ctx context.Context, rows *sql.Rows) error {
 		select {
 		case <-c.done:
 		case <-ctx.Done():
+			continue // a worker may still hold c: neither read nor recycle it
 		}
-		if tamper == nil && ctx.Err() == nil {
+		if tamper == nil {
 			if tamper = v.checkChunk(c); tamper != nil {
 				cancel()
 			}
@@ -155,39 +155,44 @@ func (v *verifier) walk(ctx context.Context, rows *sql.Rows) error {
 	if tamper != nil {
 		return tamper
 	}
-	if readErr != nil && !errors.Is(readErr, context.Canceled) {
+	if err := parent.Err(); err != nil {
+		return fmt.Errorf("audit: verify: %w", err)
+	}
+	if readErr != nil {
 		return fmt.Errorf("audit: verify: %w", readErr)
 	}
-	return ctx.Err()
+	return nil
 }
 
 func (v *verifier) checkChunk(c *chunk) error {
+	// Every problem found in the loop is reported at v.unsigned, the first
+	// record not yet proven: a record is proven only once a valid signature
+	// is reached through an intact chain.
+	tamper := func(problem, format string, args ...any) error {
+		return &TamperError{Seq: v.unsigned, Problem: problem, Detail: fmt.Sprintf(format, args...)}
+	}
 	for i := range c.n {
 		r := &c.rows[i]
+		if r.status == rowMalformed {
+			return tamper(ProblemMalformed, "the record after seq %d does not decode", v.next-1)
+		}
 		seq := r.seq
 		if seq != v.next {
 			if seq > v.next {
-				return &TamperError{Seq: v.next, Problem: ProblemMissing,
-					Detail: fmt.Sprintf("seq %d follows seq %d", seq, v.next-1)}
+				return tamper(ProblemMissing, "seq %d follows seq %d", seq, v.next-1)
 			}
-			return &TamperError{Seq: seq, Problem: ProblemMalformed, Detail: "seq out of range"}
+			return tamper(ProblemMalformed, "seq %d follows seq %d", seq, v.next-1)
 		}
 		if !bytes.Equal(c.field(r, colPrevHash), v.prev) {
-			at := seq
-			if v.unsigned < seq {
-				at = v.unsigned // the records since the last signature lead nowhere signed
-			}
-			return &TamperError{Seq: at, Problem: ProblemChainBroken,
-				Detail: fmt.Sprintf("prev_hash of seq %d is not the hash of seq %d", seq, seq-1)}
+			return tamper(ProblemChainBroken, "prev_hash of seq %d is not the hash of seq %d", seq, seq-1)
 		}
 		switch r.status {
 		case rowHashBad:
-			return &TamperError{Seq: seq, Problem: ProblemHashMismatch}
+			return tamper(ProblemHashMismatch, "seq %d does not hash to its stored hash", seq)
 		case rowDigestBad:
-			return &TamperError{Seq: seq, Problem: ProblemArgsDigest}
+			return tamper(ProblemArgsDigest, "seq %d: args_digest is not the digest of args", seq)
 		case rowSigBad:
-			return &TamperError{Seq: v.unsigned, Problem: ProblemBadSignature,
-				Detail: fmt.Sprintf("signature on seq %d, covering seq %d to %d", seq, v.unsigned, seq)}
+			return tamper(ProblemBadSignature, "the signature on seq %d, covering seq %d to %d, does not verify", seq, v.unsigned, seq)
 		case rowSigned:
 			v.rep.Signatures++
 			v.rep.Verified = seq
@@ -213,7 +218,7 @@ func (v *verifier) finish(h head, haveHead bool) error {
 	}
 	v.rep.HeadSeq, v.rep.HeadHash = h.seq, h.hash
 	if !verifyHead(v.pub, h.seq, h.hash, h.sig) {
-		return &TamperError{Seq: min(h.seq, last) + 1, Problem: ProblemBadHead}
+		return &TamperError{Seq: last + 1, Problem: ProblemBadHead}
 	}
 	if h.seq > last {
 		return &TamperError{Seq: last + 1, Problem: ProblemTruncated,
@@ -224,148 +229,7 @@ func (v *verifier) finish(h head, haveHead bool) error {
 			Detail: fmt.Sprintf("records after the signed head (seq %d)", h.seq)}
 	}
 	if h.hash != v.rep.LastHash {
-		return &TamperError{Seq: last, Problem: ProblemHeadMismatch, Detail: "the signed head names another hash"}
-	}
-	return nil
-}
-
-// Column indexes into a scanned row's text fields; the first numHashed are
-// the hashed fields in encoding order.
-const (
-	colPrevHash = numHashed - 1
-	colArgs     = 10
-	colDigest   = 11
-	colHash     = numHashed
-	colSig      = numHashed + 1
-	numText     = numHashed + 2
-)
-
-const chunkRows = 2048
-
-type rowStatus uint8
-
-const (
-	rowOK rowStatus = iota
-	rowSigned
-	rowHashBad
-	rowDigestBad
-	rowSigBad
-)
-
-type row struct {
-	seq, ts int64
-	off     [numText + 1]int // field i is arena[off[i]:off[i+1]]
-	status  rowStatus
-}
-
-// chunk is a run of consecutive rows, hashed by one worker.
-type chunk struct {
-	rows  [chunkRows]row
-	n     int
-	arena []byte
-	done  chan struct{}
-}
-
-func (c *chunk) field(r *row, i int) []byte { return c.arena[r.off[i]:r.off[i+1]] }
-
-// check sets each row's status: whether it hashes to its stored hash, its
-// digest matches its args, and its signature (if any) verifies.
-func (c *chunk) check(pub ed25519.PublicKey) {
-	var fields [numHashed][]byte
-	var buf []byte
-	var sum [sha256.Size]byte
-	var hexSum [2 * sha256.Size]byte
-	for i := range c.n {
-		r := &c.rows[i]
-		for j := range numHashed {
-			fields[j] = c.field(r, j)
-		}
-		buf = hashInput(buf[:0], r.seq, r.ts, &fields)
-		sum = sha256.Sum256(buf)
-		hex.Encode(hexSum[:], sum[:])
-		switch {
-		case !bytes.Equal(hexSum[:], c.field(r, colHash)):
-			r.status = rowHashBad
-		case !digestMatches(fields[colArgs], fields[colDigest]):
-			r.status = rowDigestBad
-		case len(c.field(r, colSig)) > 0:
-			sig := make([]byte, ed25519.SignatureSize)
-			n, err := hex.Decode(sig, c.field(r, colSig))
-			if err == nil && n == ed25519.SignatureSize && ed25519.Verify(pub, sum[:], sig) {
-				r.status = rowSigned
-			} else {
-				r.status = rowSigBad
-			}
-		default:
-			r.status = rowOK
-		}
-	}
-}
-
-func digestMatches(args, digest []byte) bool {
-	if len(args) == 0 {
-		return len(digest) == 0
-	}
-	sum := sha256.Sum256(args)
-	var h [2 * sha256.Size]byte
-	hex.Encode(h[:], sum[:])
-	return bytes.Equal(h[:], digest)
-}
-
-// readChunks scans rows into chunks and hands each to the workers and, in
-// order, to the checker.
-func readChunks(ctx context.Context, rows *sql.Rows, free <-chan *chunk, ordered, work chan<- *chunk) error {
-	var seq, ts int64
-	var raw [numText]sql.RawBytes
-	dest := make([]any, 0, numColumns)
-	dest = append(dest, &seq, &ts)
-	for i := range raw {
-		dest = append(dest, &raw[i])
-	}
-	var c *chunk
-	send := func() error {
-		for _, ch := range []chan<- *chunk{ordered, work} {
-			select {
-			case ch <- c:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		c = nil
-		return nil
-	}
-	for rows.Next() {
-		if c == nil {
-			select {
-			case c = <-free:
-				c.n, c.arena = 0, c.arena[:0]
-			default:
-				c = &chunk{arena: make([]byte, 0, chunkRows*512)}
-			}
-			c.done = make(chan struct{})
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return err
-		}
-		r := &c.rows[c.n]
-		r.seq, r.ts = seq, ts
-		for i := range raw {
-			r.off[i] = len(c.arena)
-			c.arena = append(c.arena, raw[i]...)
-		}
-		r.off[numText] = len(c.arena)
-		c.n++
-		if c.n == chunkRows {
-			if err := send(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if c != nil {
-		return send()
+		return &TamperError{Seq: last + 1, Problem: ProblemHeadMismatch, Detail: "the signed head names another hash"}
 	}
 	return nil
 }

@@ -8,7 +8,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/babelagent/babel/audit"
 )
@@ -207,6 +211,34 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			seq: n + 1, problem: audit.ProblemHeadMissing,
 		},
 		{
+			name: "a field holding the packing separator",
+			tamper: func(t *testing.T, db *sql.DB, _ []audit.Record) {
+				mustExec(t, db, `UPDATE records SET node = CAST(x'41FF42' AS TEXT) WHERE seq = 5`)
+			},
+			seq: 5, problem: audit.ProblemMalformed,
+		},
+		{
+			name: "a field moved into its neighbour across a NULL",
+			tamper: func(t *testing.T, db *sql.DB, _ []audit.Record) {
+				// Drop the NOT NULL constraints, as an attacker with the file can.
+				mustExec(t, db, `CREATE TABLE loose AS SELECT * FROM records`)
+				mustExec(t, db, `DROP TABLE records`)
+				mustExec(t, db, `ALTER TABLE loose RENAME TO records`)
+				mustExec(t, db, `UPDATE records SET node = agent || CAST(x'FF' AS TEXT) || node, agent = NULL WHERE seq = 5`)
+			},
+			seq: 5, problem: audit.ProblemMalformed,
+		},
+		{
+			name: "ts made text",
+			tamper: func(t *testing.T, db *sql.DB, _ []audit.Record) {
+				mustExec(t, db, `CREATE TABLE loose AS SELECT * FROM records`)
+				mustExec(t, db, `DROP TABLE records`)
+				mustExec(t, db, `ALTER TABLE loose RENAME TO records`)
+				mustExec(t, db, `UPDATE records SET ts = 'soon' WHERE seq = 2`)
+			},
+			seq: 2, problem: audit.ProblemMalformed,
+		},
+		{
 			name: "signature removed from the last record",
 			tamper: func(t *testing.T, db *sql.DB, _ []audit.Record) {
 				mustExec(t, db, `UPDATE records SET sig = '' WHERE seq = ?`, n)
@@ -259,7 +291,12 @@ func TestVerifyRunsWhileTheWriterAppends(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l.appendN(t, 50)
+		for i := range 50 {
+			if _, err := l.w.Append(context.Background(), sampleRecord(i)); err != nil {
+				t.Errorf("Append: %v", err)
+				return
+			}
+		}
 	}()
 	for range 5 {
 		if _, err := audit.Verify(context.Background(), l.path, l.pub); err != nil {
@@ -276,5 +313,53 @@ func TestVerifyRefusesWhatIsNotALog(t *testing.T) {
 	}
 	if _, err := audit.Verify(context.Background(), l.path, l.pub[:5]); err == nil {
 		t.Fatal("Verify with a short key succeeded")
+	}
+}
+
+// TestVerifyNamesTheBatchWhenATamperedRecordSharesOne edits a record in
+// the middle of a batch of several: nothing from the batch's first record on
+// is proven any more, and the detail names the edited record. A slow clock
+// holds the writer on each batch so that concurrent appends queue into one.
+func TestVerifyNamesTheBatchWhenATamperedRecordSharesOne(t *testing.T) {
+	l := newTestLog(t, &audit.Options{Now: func() time.Time {
+		time.Sleep(50 * time.Millisecond)
+		return time.Now()
+	}})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if _, err := l.w.Append(context.Background(), sampleRecord(i)); err != nil {
+				t.Errorf("Append: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	l.w.Close()
+
+	// A batch runs from the record after a signed one to the next signed one.
+	first, last, start := int64(0), int64(0), int64(1)
+	for _, r := range records(t, l.path) {
+		if r.Sig == "" {
+			continue
+		}
+		if r.Seq-start >= 2 {
+			first, last = start, r.Seq
+			break
+		}
+		start = r.Seq + 1
+	}
+	if first == 0 {
+		t.Fatal("no batch of three or more records formed")
+	}
+	middle := first + 1
+	mustExec(t, l.raw(t), `UPDATE records SET principal = 'mallory' WHERE seq = ?`, middle)
+
+	_, err := audit.Verify(context.Background(), l.path, l.pub)
+	var te *audit.TamperError
+	if !errors.As(err, &te) || te.Seq != first || te.Problem != audit.ProblemHashMismatch {
+		t.Fatalf("Verify = %v; want a hash mismatch reported at seq %d (batch %d-%d)", err, first, first, last)
+	}
+	if !strings.Contains(te.Detail, fmt.Sprintf("seq %d ", middle)) {
+		t.Fatalf("detail %q does not name seq %d", te.Detail, middle)
 	}
 }
