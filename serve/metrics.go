@@ -23,14 +23,19 @@ type metrics struct {
 	finished *prometheus.CounterVec
 	runTime  *prometheus.HistogramVec
 	rejected *prometheus.CounterVec
-	graphs   map[string]bool
+	graphs   map[string]*graphMetrics
+}
+
+// graphMetrics are one graph's series, resolved once: a run touches them
+// without a label lookup.
+type graphMetrics struct {
+	started   prometheus.Counter
+	runTime   prometheus.Observer
+	succeeded prometheus.Counter
 }
 
 func newMetrics(graphs []string, active func() int) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry(), graphs: map[string]bool{}}
-	for _, g := range graphs {
-		m.graphs[g] = true
-	}
+	m := &metrics{reg: prometheus.NewRegistry(), graphs: map[string]*graphMetrics{}}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "babel_http_requests_total",
 		Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "babel_http_request_duration_seconds",
@@ -50,23 +55,42 @@ func newMetrics(graphs []string, active func() int) *metrics {
 		func() float64 { return float64(active()) })
 	m.reg.MustRegister(m.requests, m.latency, m.refused, m.started, m.finished, m.runTime, m.rejected, activeRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, g := range graphs {
+		m.graphs[g] = &graphMetrics{started: m.started.WithLabelValues(g), runTime: m.runTime.WithLabelValues(g),
+			succeeded: m.finished.WithLabelValues(g, string(run.StatusSucceeded))}
+	}
 	return m
 }
 
 // graph keeps label values bounded: a name the server does not serve is
 // "unknown", whatever a caller sent.
 func (m *metrics) graph(g string) string {
-	if m.graphs[g] {
+	if m.graphs[g] != nil {
 		return g
 	}
 	return "unknown"
 }
 
-func (m *metrics) RunStarted(g string) { m.started.WithLabelValues(m.graph(g)).Inc() }
+func (m *metrics) RunStarted(g string) {
+	if gm := m.graphs[g]; gm != nil {
+		gm.started.Inc()
+		return
+	}
+	m.started.WithLabelValues("unknown").Inc()
+}
+
 func (m *metrics) RunFinished(g string, s run.Status, d time.Duration) {
-	g = m.graph(g)
+	gm := m.graphs[g]
+	if gm == nil {
+		m.finished.WithLabelValues("unknown", string(s)).Inc()
+		return
+	}
+	gm.runTime.Observe(d.Seconds())
+	if s == run.StatusSucceeded {
+		gm.succeeded.Inc()
+		return
+	}
 	m.finished.WithLabelValues(g, string(s)).Inc()
-	m.runTime.WithLabelValues(g).Observe(d.Seconds())
 }
 func (m *metrics) RunRejected(g string, c service.Code) {
 	m.rejected.WithLabelValues(m.graph(g), string(c)).Inc()

@@ -15,10 +15,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/babelagent/babel/agent"
@@ -54,6 +54,9 @@ type handler struct {
 	svc  *service.Service
 	opts Options
 	log  *slog.Logger
+	// bodies recycles request body buffers: a run's body is read whole (it
+	// is capped by the middleware) and decoded without reflection.
+	bodies sync.Pool
 }
 
 // New returns the handler of every /v1 route.
@@ -149,31 +152,32 @@ func (h *handler) listGraphs(w http.ResponseWriter, r *http.Request) {
 
 // runBody is POST /v1/graphs/{name}/runs's body.
 type runBody struct {
-	Input     json.RawMessage `json:"input"`
-	DeadlineS json.RawMessage `json:"deadline_s"`
-	Wait      *bool           `json:"wait"`
+	Input     json.RawMessage
+	DeadlineS json.RawMessage
+	Wait      bool
 }
 
 // decodeRunBody reads and checks the body; errors name what is wrong.
 func (h *handler) decodeRunBody(r *http.Request) (*runBody, time.Duration, error) {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	var b runBody
-	if err := dec.Decode(&b); err != nil {
-		return nil, 0, bodyError(err)
+	buf, _ := h.bodies.Get().(*bytes.Buffer)
+	if buf == nil {
+		buf = new(bytes.Buffer)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	buf.Reset()
+	defer h.bodies.Put(buf)
+	if _, err := buf.ReadFrom(r.Body); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, 0, err
 		}
-		return nil, 0, service.BadRequest(service.CodeInvalidJSON, "the body must hold one JSON object and nothing after it")
+		return nil, 0, service.BadRequest(service.CodeBadRequest, "the request body could not be read")
 	}
-	if len(b.Input) == 0 {
-		return nil, 0, service.BadRequest(service.CodeBadRequest, `the body needs "input": the graph's input (any JSON value)`)
+	var b runBody
+	if err := parseRunBody(buf.Bytes(), &b); err != nil {
+		return nil, 0, err
 	}
 	var deadline time.Duration
-	if raw := bytes.TrimSpace(b.DeadlineS); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+	if raw := b.DeadlineS; len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
 		if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
 			return nil, 0, service.BadRequest(service.CodeInvalidLimit, "deadline_s must be a JSON number of seconds (finite, greater than 0), not %s", kindOf(raw))
 		}
@@ -181,11 +185,146 @@ func (h *handler) decodeRunBody(r *http.Request) (*runBody, time.Duration, error
 		if err != nil && !errors.Is(err, strconv.ErrRange) {
 			return nil, 0, service.BadRequest(service.CodeInvalidLimit, "deadline_s must be a finite number of seconds greater than 0")
 		}
-		if deadline, err = h.svc.ClampDeadline(secs); err != nil {
-			return nil, 0, err
+		var derr error
+		if deadline, derr = h.svc.ClampDeadline(secs); derr != nil {
+			return nil, 0, derr
 		}
 	}
 	return &b, deadline, nil
+}
+
+// parseRunBody decodes {"input": ..., "deadline_s": ..., "wait": ...}.
+// The body is copied out of data (which is recycled).
+func parseRunBody(data []byte, b *runBody) error {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return service.BadRequest(service.CodeInvalidJSON, `the body is empty: send {"input": ...}`)
+	}
+	if !json.Valid(data) {
+		var v any
+		err := json.Unmarshal(data, &v)
+		if err == nil {
+			err = errors.New("invalid JSON")
+		}
+		return service.BadRequest(service.CodeInvalidJSON, "the body is not valid JSON: %s", clean(err))
+	}
+	if data[0] != '{' {
+		return service.BadRequest(service.CodeBadRequest, `the body must be a JSON object: {"input": ...}`)
+	}
+	seen := 0
+	err := members(data, func(key string, val []byte) error {
+		var bit int
+		switch key {
+		case "input":
+			bit, b.Input = 1, bytes.Clone(val)
+		case "deadline_s":
+			bit, b.DeadlineS = 2, bytes.Clone(val)
+		case "wait":
+			bit = 4
+			switch string(val) {
+			case "true":
+				b.Wait = true
+			case "false", "null":
+			default:
+				return service.BadRequest(service.CodeBadRequest, `field "wait" must be true or false`)
+			}
+		default:
+			return service.BadRequest(service.CodeBadRequest, "unknown field %q (allowed: input, deadline_s, wait)", clip(key, 64))
+		}
+		if seen&bit != 0 {
+			return service.BadRequest(service.CodeBadRequest, "field %q is given twice", key)
+		}
+		seen |= bit
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(b.Input) == 0 {
+		return service.BadRequest(service.CodeBadRequest, `the body needs "input": the graph's input (any JSON value)`)
+	}
+	return nil
+}
+
+// members calls f with each member of the JSON object in data, which must
+// be valid JSON (checked by the caller).
+func members(data []byte, f func(key string, val []byte) error) error {
+	i := skipSpace(data, 1)
+	for i < len(data) && data[i] != '}' {
+		end := valueEnd(data, i)
+		var key string
+		if bytes.IndexByte(data[i:end], '\\') >= 0 {
+			_ = json.Unmarshal(data[i:end], &key)
+		} else {
+			key = string(data[i+1 : end-1])
+		}
+		i = skipSpace(data, end) + 1 // the colon
+		i = skipSpace(data, i)
+		end = valueEnd(data, i)
+		if err := f(key, data[i:end]); err != nil {
+			return err
+		}
+		i = skipSpace(data, end)
+		if i < len(data) && data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+	}
+	return nil
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd returns the index just past the JSON value starting at i.
+func valueEnd(data []byte, i int) int {
+	depth, inStr, esc := 0, false, false
+	for j := i; j < len(data); j++ {
+		c := data[j]
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+				if depth == 0 {
+					return j + 1
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return j
+			}
+			depth--
+			if depth == 0 {
+				return j + 1
+			}
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return j
+			}
+		}
+	}
+	return len(data)
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 func kindOf(raw []byte) string {
@@ -200,28 +339,6 @@ func kindOf(raw []byte) string {
 		return "a boolean"
 	}
 	return "that value"
-}
-
-// bodyError turns a decoding error into a clear 400 (or 413).
-func bodyError(err error) error {
-	var mbe *http.MaxBytesError
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &mbe):
-		return err
-	case errors.Is(err, io.EOF):
-		return service.BadRequest(service.CodeInvalidJSON, `the body is empty: send {"input": ...}`)
-	case errors.As(err, &se), errors.Is(err, io.ErrUnexpectedEOF):
-		return service.BadRequest(service.CodeInvalidJSON, "the body is not valid JSON: %s", clean(err))
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return service.BadRequest(service.CodeBadRequest, "field %q must be %s", te.Field, te.Type.String())
-		}
-		return service.BadRequest(service.CodeBadRequest, `the body must be a JSON object: {"input": ...}`)
-	}
-	// Unknown fields: the decoder's message names the field, and nothing else.
-	return service.BadRequest(service.CodeBadRequest, "%s (allowed: input, deadline_s, wait)", clean(err))
 }
 
 func clean(err error) string {
@@ -243,7 +360,7 @@ func (h *handler) startRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &service.StartRequest{Graph: r.PathValue("name"), Input: agent.FromJSON(body.Input), Deadline: deadline}
-	if body.Wait != nil && *body.Wait {
+	if body.Wait {
 		// The response comes when the run ends: allow for the whole deadline.
 		wait := h.svc.RunDeadline()
 		if deadline > 0 {

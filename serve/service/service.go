@@ -301,10 +301,11 @@ func (s *Service) ClampDeadline(secs float64) (time.Duration, error) {
 
 // Start starts a run and returns its id without waiting.
 func (s *Service) Start(ctx context.Context, p Principal, req *StartRequest) (string, error) {
-	lr, err := s.start(ctx, p, req)
+	lr, exec, err := s.start(ctx, p, req)
 	if err != nil {
 		return "", err
 	}
+	go exec()
 	return lr.id, nil
 }
 
@@ -312,18 +313,15 @@ func (s *Service) Start(ctx context.Context, p Principal, req *StartRequest) (st
 // cancelled (nobody is left to read it) and ctx's error is returned with
 // the cancelled run's view.
 func (s *Service) Run(ctx context.Context, p Principal, req *StartRequest) (*View, error) {
-	lr, err := s.start(ctx, p, req)
+	lr, exec, err := s.start(ctx, p, req)
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-lr.done:
-		return lr.finalView(), nil
-	case <-ctx.Done():
-		lr.cancel(errCallerGone)
-		<-lr.done
-		return lr.finalView(), ctx.Err()
-	}
+	// The caller waits anyway: run on its goroutine rather than a new one.
+	stop := context.AfterFunc(ctx, func() { lr.cancel(errCallerGone) })
+	exec()
+	stop()
+	return lr.finalView(), ctx.Err()
 }
 
 var (
@@ -332,37 +330,40 @@ var (
 	errPanicked        = errors.New("authorizer panicked")
 )
 
-func (s *Service) start(ctx context.Context, p Principal, req *StartRequest) (*liveRun, error) {
+// start admits a run and returns it with the function that executes it.
+func (s *Service) start(ctx context.Context, p Principal, req *StartRequest) (*liveRun, func(), error) {
 	sg, ok := s.graphs[req.Graph]
 	if !ok {
 		s.reject(req.Graph, CodeNotFound)
-		return nil, &Error{Code: CodeNotFound, Status: http.StatusNotFound, Message: fmt.Sprintf("no graph named %q is served here", clip(req.Graph, 100))}
+		return nil, nil, &Error{Code: CodeNotFound, Status: http.StatusNotFound, Message: fmt.Sprintf("no graph named %q is served here", clip(req.Graph, 100))}
 	}
 	if err := authorize(ctx, s.opts.Authorizer, p, ActionStartRun, sg.g.Name); err != nil {
 		s.reject(req.Graph, CodeForbidden)
-		return nil, err
+		return nil, nil, err
 	}
 	if req.Deadline < 0 {
-		return nil, BadRequest(CodeInvalidLimit, "the deadline must be positive")
+		return nil, nil, BadRequest(CodeInvalidLimit, "the deadline must be positive")
 	}
 	if err := sg.validate(req.Input); err != nil {
 		s.reject(req.Graph, CodeInvalidInput)
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.allow(p); err != nil {
 		s.reject(req.Graph, CodeRateLimited)
-		return nil, err
+		return nil, nil, err
 	}
 	select {
 	case s.slots <- struct{}{}:
 	default:
 		s.reject(req.Graph, CodeBusy)
-		return nil, &Error{Code: CodeBusy, Status: http.StatusServiceUnavailable, RetryAfter: time.Second,
+		return nil, nil, &Error{Code: CodeBusy, Status: http.StatusServiceUnavailable, RetryAfter: time.Second,
 			Message: fmt.Sprintf("the server is running its maximum of %d runs; try again shortly", cap(s.slots))}
 	}
 	deadline := min(req.Deadline, s.opts.RunDeadline)
 	lr := &liveRun{id: run.NewID(), graph: sg.g.Name, principal: p, tags: req.Tags, started: time.Now(),
 		done: make(chan struct{}), maxEvents: s.opts.MaxEvents}
+	// run.started, a start and an end per node, run.finished: one allocation.
+	lr.events = make([]run.Event, 0, min(2+2*len(sg.g.Nodes), s.opts.MaxEvents))
 	rctx, cancel := context.WithCancelCause(s.base)
 	lr.cancel = cancel
 
@@ -371,7 +372,7 @@ func (s *Service) start(ctx context.Context, p Principal, req *StartRequest) (*l
 		s.mu.Unlock()
 		cancel(nil)
 		<-s.slots
-		return nil, ErrShuttingDown
+		return nil, nil, ErrShuttingDown
 	}
 	s.active[lr.id] = lr
 	s.wg.Add(1)
@@ -379,8 +380,7 @@ func (s *Service) start(ctx context.Context, p Principal, req *StartRequest) (*l
 	if s.opts.Observer != nil {
 		s.opts.Observer.RunStarted(lr.graph)
 	}
-	go s.execute(rctx, lr, sg, req.Input, deadline)
-	return lr, nil
+	return lr, func() { s.execute(rctx, lr, sg, req.Input, deadline) }, nil
 }
 
 // allow applies p's rate limit.
@@ -414,8 +414,23 @@ func (s *Service) execute(ctx context.Context, lr *liveRun, sg *servedGraph, in 
 	defer lr.cancel(nil)
 	res := s.exec.Execute(ctx, &Execution{Graph: sg.g, Input: in, Principal: lr.principal.ID, RunID: lr.id,
 		Deadline: deadline, OnEvent: lr.onEvent})
+	if res.Status == run.StatusSucceeded && ctx.Err() != nil {
+		// A run cancelled before its first node started comes back as
+		// succeeded with its nodes cancelled: it did not succeed.
+		for _, t := range res.Trace {
+			if t.Status == run.NodeCancelled {
+				res.Status, res.Output = run.StatusCancelled, agent.Message{}
+				break
+			}
+		}
+	}
 	v := s.finish(lr, res)
-	snap := &Snapshot{View: v, Events: lr.snapshotEvents()}
+	// The scheduler has returned: no event comes after this, so the
+	// snapshot can own the slice (subscribers copy what they read).
+	lr.mu.Lock()
+	events := lr.events
+	lr.mu.Unlock()
+	snap := &Snapshot{View: v, Events: events}
 	if err := s.store.Save(s.base, snap); err != nil {
 		s.log.Error("run store: save failed", "run_id", lr.id, "error", s.redact(err.Error()))
 	}

@@ -192,9 +192,11 @@ func runningView(lr *liveRun, events []run.Event) *View {
 	if trace == nil {
 		trace = []run.NodeTrace{}
 	}
-	v.JSON, _ = json.Marshal(viewJSON{RunID: v.RunID, Graph: v.Graph, Principal: v.Principal, Status: v.Status,
+	v.JSON, _ = marshalView(&viewJSON{RunID: v.RunID, Graph: v.Graph, Principal: v.Principal, Status: v.Status,
 		Output: nullJSON, Trace: trace, StartedAt: v.StartedAt})
 	return v
 }
 
-func marshalView(vj *viewJSON) ([]byte, error) { return json.Marshal(vj) }
+func marshalView(vj *viewJSON) ([]byte, error) {
+	return appendView(make([]byte, 0, 320+160*len(vj.Trace)+len(vj.Output)+len(vj.Error)), vj)
+}
