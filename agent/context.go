@@ -87,12 +87,29 @@ func CallInfoFrom(ctx context.Context) *CallInfo {
 func Permit(ctx context.Context, e Effect) error {
 	ci := CallInfoFrom(ctx)
 	if ci == nil {
-		return fmt.Errorf("effect %s refused: not inside a kernel call", e)
+		return &EffectError{Effect: e}
 	}
 	for _, d := range ci.Effects {
 		if d == e {
 			return nil
 		}
 	}
-	return fmt.Errorf("node %s: effect %s refused: the node does not declare it", ci.Node, e)
+	return &EffectError{Node: ci.Node, Effect: e}
 }
+
+// EffectError refuses an effect the node did not declare. Retrying cannot
+// help.
+type EffectError struct {
+	Node   string
+	Effect Effect
+}
+
+func (e *EffectError) Error() string {
+	if e.Node == "" {
+		return fmt.Sprintf("effect %s refused: not inside a kernel call", e.Effect)
+	}
+	return fmt.Sprintf("node %s: effect %s refused: the node does not declare it", e.Node, e.Effect)
+}
+
+// Retryable is false: the declaration will not change between attempts.
+func (e *EffectError) Retryable() bool { return false }

@@ -274,17 +274,18 @@ type GateError struct {
 
 func (e *GateError) Error() string { return fmt.Sprintf("node %s: gate failed: %s", e.Node, e.Reason) }
 
-// retryable: anything but malformed input, a gate failure, or a peer error
-// that says trying again cannot help.
+// retryable: for a node marked retryable, any error but malformed input, a
+// gate failure, or one whose chain says trying again cannot help (a peer's
+// 4xx, a refused effect).
 func retryable(err error) bool {
 	var in *agent.InputError
 	var ge *GateError
-	var pe *agent.PeerError
+	var r interface{ Retryable() bool }
 	switch {
 	case errors.As(err, &in), errors.As(err, &ge):
 		return false
-	case errors.As(err, &pe):
-		return pe.Retryable()
+	case errors.As(err, &r):
+		return r.Retryable()
 	}
 	return true
 }
