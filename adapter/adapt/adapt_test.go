@@ -78,7 +78,9 @@ func TestPlainFunctionsBecomeAgents(t *testing.T) {
 	}
 
 	type handler func(context.Context, agent.Message) (agent.Message, error)
-	var h handler = func(_ context.Context, m agent.Message) (agent.Message, error) { return agent.Text(strings.ToUpper(m.Text())), nil }
+	var h handler = func(_ context.Context, m agent.Message) (agent.Message, error) {
+		return agent.Text(strings.ToUpper(m.Text())), nil
+	}
 	echo, err := adapt.Adapt(h, &adapt.Options{Name: "shout"})
 	if err != nil {
 		t.Fatal(err)
