@@ -176,7 +176,7 @@ func (e *Engine) Load(path string) (*graph.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	return graph.Compile(spec, e.Registry, nil)
+	return graph.Compile(spec, catalog.Registry(&catalog.Options{Dir: filepath.Dir(path)}), nil)
 }
 
 // Start is one run to make.

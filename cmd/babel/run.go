@@ -69,7 +69,11 @@ func loadGraph(path string) (*graph.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	return graph.Compile(spec, catalog.Registry(nil), nil)
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	return graph.Compile(spec, catalog.Registry(&catalog.Options{Dir: dir}), nil)
 }
 
 // parseInput reads s as JSON when it is a JSON object, array, number,
