@@ -25,12 +25,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/babelagent/babel/catalog"
@@ -96,6 +98,8 @@ func main() {
 	flag.IntVar(&o.Connections, "c", 64, "concurrent keep-alive connections")
 	flag.StringVar(&o.URL, "url", "", "a running server (loopback); empty starts one in-process")
 	flag.StringVar(&tokenFile, "token-file", "", "with -url: a file holding the bearer token")
+	flag.StringVar(&o.Token, "token", "", "with -url: the bearer token")
+	serveOnly := flag.Bool("serve", false, "only serve the pipeline graph on 127.0.0.1 (print URL and token), until interrupted; then print the server's CPU time")
 	flag.StringVar(&o.Graph, "graph", "pipeline", "with -url: the graph to run")
 	flag.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile (client and in-process server) to this file")
@@ -122,6 +126,13 @@ func main() {
 			os.Exit(2)
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if *serveOnly {
+		if err := serveAlone(); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if tokenFile != "" {
 		b, err := os.ReadFile(tokenFile)
@@ -178,6 +189,23 @@ func checkLoopback(raw string) error {
 	if ip := net.ParseIP(strings.Trim(h, "[]")); (ip == nil || !ip.IsLoopback()) && h != "localhost" {
 		return fmt.Errorf("-url %s: loopback only", raw)
 	}
+	return nil
+}
+
+// serveAlone serves until SIGINT or SIGTERM, so a client in another process
+// measures the server alone.
+func serveAlone() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	url, token, shutdown, err := startServer(ctx, 256)
+	if err != nil {
+		return err
+	}
+	fmt.Println(url, token)
+	cpu0 := cpuTime()
+	<-ctx.Done()
+	fmt.Printf("server CPU: %v\n", cpuTime()-cpu0)
+	shutdown()
 	return nil
 }
 
