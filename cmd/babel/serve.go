@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
@@ -126,7 +127,9 @@ func (e *env) openForServe(ctx context.Context, paths []string, tokens *serve.To
 	if err != nil {
 		return nil, nil, nil, badInput(err)
 	}
-	opts := &engine.Options{Environ: e.environ}
+	// Errors (with their correlation ids) and refusals go to stderr, through
+	// the engine's redacting handler.
+	opts := &engine.Options{Environ: e.environ, Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))}
 	pol := &servePolicy{local: e.principal(), callers: map[string]bool{}, graphs: map[string]bool{}}
 	if tokens.Len() > 0 && cfg.PolicyFile == "" {
 		for _, p := range tokens.Principals() {
