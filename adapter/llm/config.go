@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"text/template"
+	"time"
 	"unicode"
 
 	"github.com/babelagent/babel/agent"
@@ -54,8 +55,12 @@ const (
 	DefaultMaxSteps  = 8
 	MaxMaxSteps      = 64
 	maxMaxTokens     = 1_000_000
-	maxTemplate      = 64 << 10
-	maxPromptBytes   = 4 << 20
+	// DefaultRequestTimeout and DefaultResponseHeaderTimeout replace
+	// egress's shorter defaults for model calls.
+	DefaultRequestTimeout        = 10 * time.Minute
+	DefaultResponseHeaderTimeout = 5 * time.Minute
+	maxTemplate                  = 64 << 10
+	maxPromptBytes               = 4 << 20
 )
 
 // Options configures the agents this package builds. Nil means no

@@ -66,7 +66,7 @@ func build(cfg Config, opts *Options, node *graph.NodeSpec) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, allow, err := httpadapter.Egress(opts.Egress, node, u.String())
+	client, allow, err := httpadapter.Egress(timeouts(opts.Egress), node, u.String())
 	if err != nil {
 		return nil, fmt.Errorf("%s endpoint %s: %w", p.Name, httpadapter.Redacted(u), err)
 	}
@@ -87,6 +87,23 @@ func build(cfg Config, opts *Options, node *graph.NodeSpec) (*Agent, error) {
 			Secrets: needs, Egress: allow, Effects: []agent.Effect{agent.EffectEgress}, ReadsOutside: true,
 		},
 	}, nil
+}
+
+// timeouts lengthens egress's defaults for model calls, which stream for
+// minutes or think a while before answering; the node's timeout: is what
+// bounds a call. An operator's own values are kept.
+func timeouts(base *egress.Options) *egress.Options {
+	var o egress.Options
+	if base != nil {
+		o = *base
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultRequestTimeout
+	}
+	if o.ResponseHeaderTimeout == 0 {
+		o.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	}
+	return &o
 }
 
 // apiKey decides which secret holds the key: the one the configuration
@@ -164,6 +181,10 @@ func (a *Agent) Run(ctx context.Context, in agent.Message) (agent.Message, error
 			return agent.Message{}, err
 		}
 		st.calls++
+		if resp.Usage.Total() == 0 {
+			// A server that reports no usage is still charged, by estimate.
+			resp.Usage, st.estimated = estimate(req, resp), true
+		}
 		st.usage.InputTokens += resp.Usage.InputTokens
 		st.usage.OutputTokens += resp.Usage.OutputTokens
 		if err := agent.ChargeTokens(ctx, resp.Usage.Total()); err != nil {
@@ -195,14 +216,39 @@ func (a *Agent) Run(ctx context.Context, in agent.Message) (agent.Message, error
 // stats count what one Run did.
 type stats struct {
 	usage                   Usage
+	estimated               bool
 	calls, tools            int
 	refused, denied, failed int
+}
+
+// estimate counts a call's tokens at four bytes a token, for servers that
+// report no usage.
+func estimate(req *Request, resp *Response) Usage {
+	in := len(req.System)
+	for _, m := range req.Messages {
+		in += len(m.Text)
+		for _, tc := range m.ToolCalls {
+			in += len(tc.Name) + len(tc.Args)
+		}
+		for _, r := range m.ToolResults {
+			in += len(r.Content)
+		}
+	}
+	for _, t := range req.Tools {
+		in += len(t.Name) + len(t.Description) + 64
+	}
+	out := len(resp.Text)
+	for _, tc := range resp.ToolCalls {
+		out += len(tc.Name) + len(tc.Args)
+	}
+	return Usage{InputTokens: int64(in/4 + 1), OutputTokens: int64(out/4 + 1)}
 }
 
 func (s *stats) metadata(a *Agent, stop string) map[string]any {
 	return map[string]any{
 		"usage": map[string]any{
 			"input_tokens": s.usage.InputTokens, "output_tokens": s.usage.OutputTokens, "total_tokens": s.usage.Total(),
+			"estimated": s.estimated,
 		},
 		"provider": a.provider, "model": a.cfg.Model, "stop_reason": stop,
 		"model_calls": s.calls, "tool_calls": s.tools,

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	httpadapter "github.com/babelagent/babel/adapter/http"
 	"github.com/babelagent/babel/adapter/llm"
 	"github.com/babelagent/babel/adapter/llm/internal/llmtest"
 	"github.com/babelagent/babel/adapter/llm/openai"
@@ -276,6 +279,32 @@ func TestTheAPIKeyReachesTheProviderOnlyNeverTheRunOrTheEnvironment(t *testing.T
 	}
 }
 
+// A compatible server that reports no usage (some vLLM and llama.cpp
+// builds) is still charged, by estimate, so the budget holds.
+func TestAServerThatReportsNoUsageIsChargedByEstimate(t *testing.T) {
+	srv := llmtest.NewReplay(t, "/v1/chat/completions", llmtest.Reply{File: "no_usage.sse"})
+	topo := fmt.Sprintf("name: g\nnodes:\n  - name: n\n    agent: {openai: {model: qwen2.5-7b-instruct, base_url: %q}}\n    allow_private: [%q]\n", srv.URL+"/v1", srv.Private())
+	g, err := llmtest.Compile(t, registry(nil), topo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := llmtest.Run(t, g, nil, agent.Text("What is the weather in Paris, in one short sentence?"))
+	usage, _ := res.Output.Metadata["usage"].(map[string]any)
+	if res.Status != run.StatusSucceeded || usage["estimated"] != true || usage["total_tokens"].(int64) < 10 {
+		t.Fatalf("status %s, usage %v (%s)", res.Status, usage, res.Error)
+	}
+	if srv.Requests()[0].Header.Get("Authorization") != "" {
+		t.Fatal("a keyless endpoint was sent a key")
+	}
+	g, err = llmtest.Compile(t, registry(nil), topo+"limits: {max_tokens: 5}\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := llmtest.Run(t, g, nil, agent.Text("What is the weather in Paris, in one short sentence?")); res.Status != run.StatusLimitExceeded {
+		t.Fatalf("status %s: %s", res.Status, res.Error)
+	}
+}
+
 func TestNonStreamingAnswerWithADataInput(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/chat/completions", llmtest.Reply{File: "summary.json"})
 	g, err := llmtest.Compile(t, registry(nil), fmt.Sprintf(`
@@ -442,20 +471,52 @@ func TestAMissingKeyAtRunTimeIsAClearErrorAndNothingIsSent(t *testing.T) {
 }
 
 func TestAGoBuiltAgentInABuilderGraph(t *testing.T) {
-	srv := llmtest.NewReplay(t, "/v1/chat/completions", llmtest.Reply{File: "final_answer.sse"})
+	srv := llmtest.NewReplay(t, "/v1/chat/completions", llmtest.Reply{File: "tool_call.sse"}, llmtest.Reply{File: "final_answer.sse"})
 	a, err := llm.New(&llm.Config{Provider: "openai", Model: "gpt-4o-mini", BaseURL: srv.URL + "/v1", APIKeySecret: "OPENAI_API_KEY"},
 		&llm.Options{Providers: []llm.Provider{openai.Provider()}, Egress: &egress.Options{AllowPrivate: []string{srv.Private()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	g, err := graph.New("b").Add("ask", a).Build(nil)
+	var calls atomic.Int64
+	g, err := graph.New("b").Add("ask", a, graph.Tools("weather")).Tool("weather", weather(&calls)).Build(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, _ := llmtest.Run(t, g, llmtest.Vault{"OPENAI_API_KEY": apiKey}, agent.Text("hi"))
-	if res.Status != run.StatusSucceeded || !strings.Contains(res.Output.Text(), "18°C") {
-		t.Fatalf("got %s %q (%s)", res.Status, res.Output.Text(), res.Error)
+	if res.Status != run.StatusSucceeded || !strings.Contains(res.Output.Text(), "18°C") || calls.Load() != 1 {
+		t.Fatalf("got %s %q after %d tool calls (%s)", res.Status, res.Output.Text(), calls.Load(), res.Error)
+	}
+}
+
+// A tool with a consequential effect, called by a model (whose output is
+// untrusted), waits for a human: the run pauses and nothing is sent.
+func TestAConsequentialToolCallWaitsForApproval(t *testing.T) {
+	var posts atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { posts.Add(1) }))
+	defer hook.Close()
+	srv := llmtest.NewReplay(t, "/v1/chat/completions", llmtest.Reply{File: "notify_call.sse"}, llmtest.Reply{File: "final_answer.sse"})
+	r := registry(nil)
+	httpadapter.Register(r, nil)
+	g, err := llmtest.Compile(t, r, fmt.Sprintf(`
+name: ask
+nodes:
+  - name: assistant
+    agent: {openai: {model: gpt-4o-mini, base_url: "%s/v1"}}
+    secrets: [OPENAI_API_KEY]
+    allow_private: ["%s"]
+    tools: [notify]
+tools:
+  - name: notify
+    agent: {http: {url: "%s/hook"}}
+    allow_private: ["%s"]
+`, srv.URL, srv.Private(), hook.URL, egress.AllowPrivateURL(hook.URL)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := llmtest.Run(t, g, llmtest.Vault{"OPENAI_API_KEY": apiKey}, agent.Text("tell the team"))
+	if res.Status != run.StatusAwaitingApproval || posts.Load() != 0 {
+		t.Fatalf("status %s with %d posts: %s", res.Status, posts.Load(), res.Error)
 	}
 }
 
