@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -21,6 +22,7 @@ import (
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/serve/rest"
+	"github.com/babelagent/babel/serve/service"
 )
 
 func TestRunWaitsAndReturnsTheRunShape(t *testing.T) {
@@ -473,5 +475,42 @@ func TestOpenAPIDocumentDescribesTheServer(t *testing.T) {
 		if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
 			t.Errorf("%s %s -> %d does not match the document: %v\n%s", c.method, c.path, resp.StatusCode, err, rb)
 		}
+	}
+}
+
+// TestCallerSeesOnlyTheGraphsItMayRun: a graph a principal may not run is
+// absent from every door's listing, and running it is forbidden.
+func TestCallerSeesOnlyTheGraphsItMayRun(t *testing.T) {
+	onlyPipelineForBob := service.AuthorizerFunc(func(_ context.Context, p, action, graph string) error {
+		if p == "token:bob" && graph != "pipeline" {
+			return errors.New("bob may only run pipeline")
+		}
+		return nil
+	})
+	ts := startServer(t, serverSetup{opts: Options{Authorizer: onlyPipelineForBob}}, "pipeline", "typed")
+	_, _, b := ts.do("GET", "/v1/graphs", bobToken, nil)
+	if strings.Contains(string(b), `"typed"`) || !strings.Contains(string(b), `"pipeline"`) {
+		t.Errorf("bob's graphs: %s", b)
+	}
+	code, _, b := ts.do("POST", "/v1/graphs/typed/runs", bobToken, map[string]any{"input": map[string]any{"name": "x"}, "wait": true})
+	if e := decodeError(t, b); code != http.StatusForbidden || e.Error.Code != "forbidden" {
+		t.Errorf("bob running typed: %d %s", code, b)
+	}
+	s, err := mcpSession(t, ts, bobToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.ListTools(context.Background(), nil)
+	if err != nil || len(res.Tools) != 1 || res.Tools[0].Name != "pipeline" {
+		t.Errorf("bob's MCP tools: %v %s", err, jsonOf(res))
+	}
+	_, card := a2aClient(t, ts, bobToken)
+	if len(card.Skills) != 1 || card.Skills[0].ID != "pipeline" {
+		t.Errorf("bob's A2A skills: %+v", card.Skills)
+	}
+	// alice sees both.
+	_, card = a2aClient(t, ts, aliceToken)
+	if len(card.Skills) != 2 {
+		t.Errorf("alice's A2A skills: %+v", card.Skills)
 	}
 }

@@ -197,7 +197,9 @@ func (x *engineExecutor) Execute(ctx context.Context, ex *service.Execution) *ru
 		Principal: ex.Principal, RunID: ex.RunID, Deadline: ex.Deadline, OnEvent: ex.OnEvent})
 }
 
-func (x *engineExecutor) Cancel(ctx context.Context, runID string) bool { return x.eng.Cancel(ctx, runID) }
+func (x *engineExecutor) Cancel(ctx context.Context, runID string) bool {
+	return x.eng.Cancel(ctx, runID)
+}
 
 func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
 	if parent == nil {

@@ -106,8 +106,9 @@ func (h *Handler) transportOptions() []a2asrv.TransportOption {
 	}
 }
 
-// Card returns the agent card, with base as the URL the transports are at.
-func (h *Handler) Card(base string) *a2a.AgentCard {
+// Card returns the agent card, with base as the URL the transports are at
+// and a skill for each graph that show says may be shown (nil: all).
+func (h *Handler) Card(base string, show func(graph string) bool) *a2a.AgentCard {
 	modes := []string{"text/plain", "application/json"}
 	card := &a2a.AgentCard{
 		Name:        "babel",
@@ -123,6 +124,9 @@ func (h *Handler) Card(base string) *a2a.AgentCard {
 		Skills:             []a2a.AgentSkill{},
 	}
 	for _, name := range h.svc.GraphNames() {
+		if show != nil && !show(name) {
+			continue
+		}
 		info, _ := h.svc.Graph(name)
 		desc := info.Description
 		if desc == "" {
@@ -147,7 +151,8 @@ func (h *Handler) Card(base string) *a2a.AgentCard {
 }
 
 // CardHandler serves the agent card. It is not public: it sits behind the
-// same authentication as the rest of the server.
+// same authentication as the rest of the server, and lists only the skills
+// (graphs) the caller may run.
 func (h *Handler) CardHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -159,7 +164,12 @@ func (h *Handler) CardHandler() http.Handler {
 		if base == "" {
 			base = "http://" + r.Host
 		}
-		b, err := json.Marshal(h.Card(base))
+		p, ok := service.PrincipalFrom(r.Context())
+		if !ok {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		b, err := json.Marshal(h.Card(base, func(g string) bool { return h.svc.Allowed(r.Context(), p, g) }))
 		if err != nil {
 			http.Error(w, "internal error", http.StatusInternalServerError)
 			return

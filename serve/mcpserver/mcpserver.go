@@ -82,7 +82,36 @@ func New(svc *service.Service, opts *Options) *mcp.Server {
 		}
 		srv.AddTool(t, (&tool{svc: svc, graph: name, wrapped: wrapped, local: o.Local}).call)
 	}
+	// A caller is shown only the tools it may call.
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				p, known := principalOf(req.GetExtra(), o.Local)
+				kept := lt.Tools[:0:0]
+				for _, t := range lt.Tools {
+					if known && svc.Allowed(ctx, p, t.Name) {
+						kept = append(kept, t)
+					}
+				}
+				lt.Tools = kept
+			}
+			return res, err
+		}
+	})
 	return srv
+}
+
+// principalOf is the principal of a request: its bearer token's, else the
+// local principal (stdio, or a loopback server without tokens).
+func principalOf(extra *mcp.RequestExtra, local *service.Principal) (service.Principal, bool) {
+	if extra != nil && extra.TokenInfo != nil && extra.TokenInfo.UserID != "" {
+		return service.Principal{ID: extra.TokenInfo.UserID, Kind: "token"}, true
+	}
+	if local != nil {
+		return *local, true
+	}
+	return service.Principal{}, false
 }
 
 // ToolInputSchema returns the tool input schema for a graph's input schema,
@@ -140,18 +169,8 @@ type tool struct {
 	local   *service.Principal
 }
 
-func (t *tool) principal(req *mcp.CallToolRequest) (service.Principal, bool) {
-	if req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" {
-		return service.Principal{ID: req.Extra.TokenInfo.UserID, Kind: "token"}, true
-	}
-	if t.local != nil {
-		return *t.local, true
-	}
-	return service.Principal{}, false
-}
-
 func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p, ok := t.principal(req)
+	p, ok := principalOf(req.Extra, t.local)
 	if !ok {
 		return toolError(service.CodeUnauthorized, "no principal: this call carries no bearer token", ""), nil
 	}

@@ -269,6 +269,12 @@ func (s *Service) Graphs(ctx context.Context, p Principal) ([]GraphInfo, error) 
 	return out, nil
 }
 
+// Allowed reports whether p may run the graph named name (and so see it).
+func (s *Service) Allowed(ctx context.Context, p Principal, name string) bool {
+	_, ok := s.graphs[name]
+	return ok && authorize(ctx, s.opts.Authorizer, p, ActionStartRun, name) == nil
+}
+
 // GraphNames lists the served graphs' names, sorted; for doors that
 // describe themselves before any principal is known (tool lists are
 // filtered again at call time).

@@ -246,3 +246,38 @@ func FuzzAppendStringMatchesEncodingJSON(f *testing.F) {
 }
 
 func mustMarshal(v any) []byte { b, _ := json.Marshal(v); return b }
+
+// pausing is an Executor whose runs pause for approval, as the engine's do
+// when a call needs a human; it records cancellations.
+type pausing struct{ cancelled []string }
+
+func (p *pausing) Execute(_ context.Context, x *Execution) *run.Result {
+	now := time.Now()
+	return &run.Result{RunID: x.RunID, Graph: x.Graph.Name, Principal: x.Principal, Status: run.StatusAwaitingApproval,
+		Error: "node upper: awaiting approval a1: consequential", StartedAt: now, FinishedAt: now,
+		Trace: []run.NodeTrace{{Node: "upper", Status: run.NodeWaiting, Error: "awaiting approval a1"}}}
+}
+
+func (p *pausing) Cancel(_ context.Context, id string) bool {
+	p.cancelled = append(p.cancelled, id)
+	return true
+}
+
+func TestCancellingAPausedRunVoidsItsApprovals(t *testing.T) {
+	x := &pausing{}
+	s := newService(t, &Options{Executor: x}, upperGraph)
+	v, err := s.Run(context.Background(), alice, &StartRequest{Graph: "up", Input: agent.Text("x")})
+	if err != nil || v.Status != run.StatusAwaitingApproval || v.Code != CodeAwaitingApproval {
+		t.Fatalf("%v %+v", err, v)
+	}
+	if _, err := s.Cancel(context.Background(), bob, v.RunID); !errors.Is(err, ErrNotFound) || len(x.cancelled) != 0 {
+		t.Errorf("bob cancelling alice's paused run: %v %v", err, x.cancelled)
+	}
+	got, err := s.Cancel(context.Background(), alice, v.RunID)
+	if err != nil || got.Status != run.StatusCancelled || len(x.cancelled) != 1 || x.cancelled[0] != v.RunID {
+		t.Errorf("cancel: %v %+v %v", err, got, x.cancelled)
+	}
+	if again, _ := s.Get(context.Background(), alice, v.RunID); again.Status != run.StatusCancelled || !strings.Contains(string(again.JSON), `"status":"cancelled"`) {
+		t.Errorf("after cancel: %s", again.JSON)
+	}
+}
