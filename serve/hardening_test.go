@@ -432,6 +432,19 @@ func TestLongResponsesOutliveTheWriteTimeout(t *testing.T) {
 	if r := decodeRun(t, b); r.Status != "cancelled" {
 		t.Errorf("status %q, want cancelled: %s", r.Status, b)
 	}
+
+	// An event stream quiet for longer than the write timeout still
+	// delivers the end of the run.
+	_, _, b = ts.do("POST", "/v1/graphs/slow/runs", aliceToken, `{"input":"x"}`)
+	id := runIDs(b)[0]
+	go func() {
+		time.Sleep(time.Second)
+		ts.do("POST", "/v1/runs/"+id+"/cancel", aliceToken, nil)
+	}()
+	code, _, b := ts.do("GET", "/v1/runs/"+id+"/events", aliceToken, nil)
+	if code != http.StatusOK || !strings.Contains(string(b), "event: run.finished") {
+		t.Errorf("a stream longer than the write timeout: %d %s", code, b)
+	}
 }
 
 func runIDs(b []byte) []string {
