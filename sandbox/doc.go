@@ -1,0 +1,36 @@
+// Package sandbox runs code that a model or a caller supplies — a WebAssembly
+// module, JavaScript, Python, a program — confined, without the server's
+// environment, under hard limits.
+//
+// Two kinds share one interface, Sandbox:
+//
+//   - Wasm (kind "wasm") runs a WASI module, or JavaScript on QuickJS compiled
+//     to WebAssembly, on wazero: a fresh module instance per call, no
+//     preopened directory, no socket, no environment variable but those the
+//     caller declares, linear memory capped per call, and the call's context
+//     closes the instance when its deadline passes. The guest runs inside
+//     the server process, fenced by WebAssembly's memory safety and by
+//     imports that grant nothing: a bug in wazero would land an escape in
+//     the server, which the os kind's separate process would not.
+//   - OS (kind "os") runs a program under bubblewrap: every namespace
+//     unshared (network included), an unprivileged user with no capability
+//     (and, when the server runs as root, bubblewrap itself runs as nobody),
+//     no_new_privs, a seccomp filter, a read-only /usr, an empty private
+//     /tmp and work directory destroyed after the call, and rlimits on CPU
+//     time, address space, processes and file size, set by a shell prologue
+//     inside the sandbox before it execs the program. OS.Start runs a
+//     long-lived program (a stdio MCP server) with pipes instead.
+//
+// Python runs on the system python3 in the os sandbox, JavaScript on QuickJS
+// in the wasm sandbox; Code picks by language and CodeAgent makes a code
+// node an agent.Agent.
+//
+// What this package must never do: run caller-supplied code as native code
+// of the server, or on the host when a sandbox cannot start (there is no
+// fallback: Run returns a *SetupError), hand the server's environment to a
+// sandbox (Spec.Env is the whole environment, and holds only what a node
+// declared), or leave a process behind after Run returns.
+//
+// Network egress for sandboxed code is off. An egress proxy for declared
+// hosts is not built yet.
+package sandbox
