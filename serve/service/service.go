@@ -674,15 +674,6 @@ func (sub *Subscription) Stream(ctx context.Context, from int, idle time.Duratio
 	}
 }
 
-// Events streams p's run with id to yield, as Subscribe and Stream do.
-func (s *Service) Events(ctx context.Context, p Principal, id string, from int, yield func(i int, ev run.Event) error) error {
-	sub, err := s.Subscribe(ctx, p, id)
-	if err != nil {
-		return err
-	}
-	return sub.Stream(ctx, from, 0, func(i int, ev *run.Event) error { return yield(i, *ev) })
-}
-
 // Cancel cancels p's run with id and waits (bounded by ctx) for it to stop.
 // A run that already finished cannot be cancelled.
 func (s *Service) Cancel(ctx context.Context, p Principal, id string) (*View, error) {
