@@ -8,6 +8,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -45,6 +46,8 @@ type Config struct {
 	UnsafeDisableAudit     bool `json:"unsafe_disable_audit,omitempty"`
 	// OTLPEndpoint exports content-free spans when set.
 	OTLPEndpoint string `json:"otlp_endpoint,omitempty"`
+	// Serve is the server's own section, read by `babel serve` (package serve).
+	Serve json.RawMessage `json:"serve,omitempty"`
 }
 
 // LimitsConfig lowers the run limits.

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -223,7 +224,7 @@ func TestHostileWorkingDirectoryChangesNothing(t *testing.T) {
 	e := open(t, home)
 	defer e.Close()
 	want := engine.Defaults(environ(home))
-	if e.Config != want {
+	if !reflect.DeepEqual(e.Config, want) {
 		t.Fatalf("effective config %+v, want the defaults %+v", e.Config, want)
 	}
 	c := newCounter(t)

@@ -120,6 +120,9 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 			e.interrupt()
 		}
 	}
+	if e.status == StatusRunning && e.ctx.Err() != nil {
+		e.interrupt() // ended before any node could start
+	}
 	e.finish(res)
 	res.FinishedAt = time.Now()
 	e.emit(EventRunFinished, "", func(ev *Event) {

@@ -147,3 +147,12 @@ func TestRetryWithBackoff(t *testing.T) {
 		t.Fatalf("got %s attempts=%d", res.Status, node(res, "flaky").Attempts)
 	}
 }
+
+func TestRunCancelledBeforeItStartsIsCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	g := build(t, graph.New("c").Add("a", builtin.Echo()))
+	if res := newRunner(t, nil).Run(ctx, &run.Request{Graph: g, Input: agent.Text("x")}); res.Status != run.StatusCancelled {
+		t.Fatalf("status %s", res.Status)
+	}
+}

@@ -39,7 +39,7 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.PersistentFlags().StringVar(&e.configPath, "config", "", "operator configuration file (nothing is read from the working directory)")
 	root.AddCommand(
 		e.runCmd(), e.validateCmd(), e.inspectCmd(), e.demoCmd(), e.doctorCmd(), e.versionCmd(),
-		e.approvalsCmd(), e.runsCmd(), e.auditCmd(), e.killCmd(), e.postureCmd(),
+		e.approvalsCmd(), e.runsCmd(), e.auditCmd(), e.killCmd(), e.postureCmd(), e.serveCmd(), e.mcpCmd(),
 	)
 	err := root.Execute()
 	if err == nil {
