@@ -244,9 +244,10 @@ func (a *Agent) inputs(doc *openapi3.T, item *openapi3.PathItem, op *openapi3.Op
 		for t := range rb.Value.Content {
 			types = append(types, t)
 		}
-		sort.Slice(types, func(i, j int) bool {
-			return types[i] == "application/json" || types[i] < types[j] && types[j] != "application/json"
-		})
+		sort.Strings(types)
+		if _, ok := rb.Value.Content["application/json"]; ok {
+			types = append([]string{"application/json"}, types...)
+		}
 		for _, t := range types {
 			if t == "application/json" || strings.HasSuffix(t, "+json") {
 				a.bodyType = t
