@@ -15,12 +15,13 @@ import (
 // Egress builds the guarded client of an agent that connects to urls.
 //
 // base is a template (timeouts, body cap, resolver, TLS roots, proxy; nil
-// means egress's defaults). The hosts a request may reach are the node's
-// declared egress list when it has one, else base.Allowlist when it is not
-// empty, else the hosts of urls themselves: a URL written in a topology is
-// a declaration of where the node goes. The private targets opted in are
-// base.AllowPrivate and the node's allow_private. AnyPublicHost is never
-// honoured: an agent always has an allowlist.
+// means egress's defaults). The hosts a request may reach are, for a node
+// of a topology (node non-nil), its declared egress list when it has one,
+// else the hosts of urls themselves: a URL written in a topology is a
+// declaration of where the node goes. Without a node (the Go API) they are
+// base.Allowlist, or the hosts of urls when that is empty. The private
+// targets opted in are base.AllowPrivate and the node's allow_private.
+// AnyPublicHost is never honoured: an agent always has an allowlist.
 //
 // Each url is checked now, so a topology naming a blocked address (a
 // metadata service, a private range, a non-HTTP scheme) fails to compile
@@ -35,7 +36,7 @@ func Egress(base *egress.Options, node *graph.NodeSpec, urls ...string) (*egress
 	switch {
 	case node != nil && node.Egress != nil:
 		o.Allowlist = slices.Clone(node.Egress)
-	case len(o.Allowlist) > 0:
+	case node == nil && len(o.Allowlist) > 0:
 		o.Allowlist = slices.Clone(o.Allowlist)
 	default:
 		o.Allowlist = nil

@@ -398,7 +398,11 @@ func TestEgressGuardRefusesEveryBlockedVector(t *testing.T) {
 		if h := u.Hostname(); h != "" && !strings.Contains(h, ":") {
 			allow = fmt.Sprintf("    egress: [%q]\n", h) // the allowlist names the host: still refused
 		}
-		for _, form := range []string{fmt.Sprintf("{http: {url: %q}}", v), fmt.Sprintf("{http: {url: %q, method: GET}}", v)} {
+		forms := []string{fmt.Sprintf("{http: {url: %q}}", v), fmt.Sprintf("{http: {url: %q, method: GET}}", v)}
+		if strings.HasPrefix(v, "http://") || strings.HasPrefix(v, "https://") {
+			forms = append(forms, v) // the short form
+		}
+		for _, form := range forms {
 			_, err := compile(t, "name: g\nnodes:\n  - name: n\n    agent: "+form+"\n"+allow, nil)
 			if err == nil || !strings.Contains(err.Error(), "egress refused") {
 				t.Errorf("%s: got %v, want an egress policy error", v, err)
