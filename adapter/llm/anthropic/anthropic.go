@@ -34,6 +34,8 @@ func Provider() llm.Provider {
 	}
 }
 
+var _ llm.Model = (*model)(nil)
+
 type model struct {
 	svc  sdk.MessageService
 	peer string

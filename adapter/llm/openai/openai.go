@@ -47,6 +47,8 @@ func Ollama() llm.Provider {
 	}
 }
 
+var _ llm.Model = (*model)(nil)
+
 type model struct {
 	svc  sdk.ChatCompletionService
 	peer string
