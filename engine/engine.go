@@ -258,12 +258,29 @@ func (e *Engine) Resume(ctx context.Context, runID string, g *graph.Graph, onEve
 	if g.Name != rec.Result.Graph {
 		return nil, fmt.Errorf("run %s is of graph %s, not %s", runID, rec.Result.Graph, g.Name)
 	}
+	if onEvent != nil {
+		decided, _ := e.Store.Approvals(ctx, "")
+		for _, a := range decided {
+			if a.RunID == runID && !a.DecidedAt.IsZero() {
+				onEvent(run.Event{Type: run.EventApprovalDecided, RunID: runID, Graph: g.Name, Node: a.Node,
+					Time: a.DecidedAt, Status: a.Status, Error: a.ID})
+			}
+		}
+	}
 	return e.Run(ctx, &Start{Graph: g, Source: rec.Source, Input: rec.Input, Principal: rec.Result.Principal,
 		RunID: runID, OnEvent: onEvent, Resume: rec.Checkpoint}), nil
 }
 
 // ErrSelfApproval refuses an approval by the principal whose untrusted run asks for it.
-var ErrSelfApproval = errors.New("the principal that started an untrusted run cannot approve its calls")
+var ErrSelfApproval = fmt.Errorf("the principal that started an untrusted run cannot approve its calls: %w", ErrForbidden)
+
+// ErrForbidden wraps every refusal by policy.
+var ErrForbidden = errors.New("forbidden")
+
+// PendingApprovals lists the calls waiting for a decision, oldest first.
+func (e *Engine) PendingApprovals(ctx context.Context) ([]*kernel.ApprovalRequest, error) {
+	return e.Store.Approvals(ctx, kernel.StatusPending)
+}
 
 // Decide records an approver's decision on an approval request, bound to
 // the digest the approver was shown.
@@ -273,14 +290,14 @@ func (e *Engine) Decide(ctx context.Context, id, decision, digest, approver stri
 		return nil, err
 	}
 	if err := e.authz.Authorize(ctx, approver, "approval.decide", a.Graph); err != nil {
-		return nil, fmt.Errorf("denied: %w", err)
+		return nil, fmt.Errorf("denied: %w (%w)", ErrForbidden, err)
 	}
 	if a.Untrusted && approver == a.Principal {
 		return nil, ErrSelfApproval
 	}
 	if e.policy != nil {
 		if err := e.policy.CanApprove(parsePrincipal(approver), a.Graph, parsePrincipal(a.Principal), a.Untrusted); err != nil {
-			return nil, fmt.Errorf("denied: %w", err)
+			return nil, fmt.Errorf("denied: %w (%w)", ErrForbidden, err)
 		}
 	}
 	a, err = e.Store.Decide(ctx, id, decision, digest, approver)
@@ -300,7 +317,7 @@ func (e *Engine) Decide(ctx context.Context, id, decision, digest, approver stri
 // the store, in every process sharing it.
 func (e *Engine) Kill(ctx context.Context, by string, engage bool) error {
 	if err := e.authz.Authorize(ctx, by, "kill", "*"); err != nil {
-		return fmt.Errorf("denied: %w", err)
+		return fmt.Errorf("denied: %w (%w)", ErrForbidden, err)
 	}
 	status := "released"
 	if engage {

@@ -24,6 +24,11 @@ type env struct {
 }
 
 func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return executeContext(context.Background(), args, stdin, stdout, stderr)
+}
+
+// executeContext runs the CLI; cancelling ctx stops a long command (serve).
+func executeContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, tty: isTTY(stderr), environ: os.Environ()}
 	root := &cobra.Command{
 		Use:           "babel",
@@ -41,7 +46,7 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		e.runCmd(), e.validateCmd(), e.inspectCmd(), e.demoCmd(), e.doctorCmd(), e.versionCmd(),
 		e.approvalsCmd(), e.runsCmd(), e.auditCmd(), e.killCmd(), e.postureCmd(), e.serveCmd(), e.mcpCmd(),
 	)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}

@@ -2,21 +2,27 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/babelagent/babel/engine"
 	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/run"
 	"github.com/babelagent/babel/serve"
+	"github.com/babelagent/babel/serve/approvals"
 	"github.com/babelagent/babel/serve/service"
+	"github.com/babelagent/babel/store"
 )
 
 // serveCmd is `babel serve`: REST, MCP and A2A over one hardened HTTP
@@ -62,11 +68,14 @@ func (e *env) serveCmd() *cobra.Command {
 				return err
 			}
 			defer eng.Close()
+			resume := &lateStarter{}
 			srv, err := serve.New(graphs, cfg, &serve.Options{Tokens: tokens, LocalPrincipal: e.principal(),
-				Executor: x, Authorizer: eng, Redactor: eng.Redactor, Logger: eng.Logger, Version: version()})
+				Executor: x, Authorizer: eng, Redactor: eng.Redactor, Logger: eng.Logger, Version: version(),
+				Approvals: approvalsHandler(eng, resume)})
 			if err != nil {
 				return badInput(err)
 			}
+			resume.svc = srv.Service()
 			ln, err := srv.Listen(ctx)
 			if err != nil {
 				return badInput(err)
@@ -193,8 +202,36 @@ type engineExecutor struct {
 }
 
 func (x *engineExecutor) Execute(ctx context.Context, ex *service.Execution) *run.Result {
+	if ex.Resume {
+		res, err := x.eng.Resume(ctx, ex.RunID, ex.Graph, ex.OnEvent)
+		if err != nil {
+			now := time.Now()
+			return &run.Result{RunID: ex.RunID, Graph: ex.Graph.Name, Principal: ex.Principal, Status: run.StatusFailed,
+				Error: "resume: " + err.Error(), StartedAt: now, FinishedAt: now}
+		}
+		return res
+	}
 	return x.eng.Run(ctx, &engine.Start{Graph: ex.Graph, Source: x.sources[ex.Graph.Name], Input: ex.Input,
 		Principal: ex.Principal, RunID: ex.RunID, Deadline: ex.Deadline, OnEvent: ex.OnEvent})
+}
+
+// lateStarter lets the approvals door resume runs through the service,
+// which exists only once the server is built.
+type lateStarter struct{ svc *service.Service }
+
+func (l *lateStarter) Start(ctx context.Context, p service.Principal, req *service.StartRequest) (string, error) {
+	return l.svc.Start(ctx, p, req)
+}
+
+func approvalsHandler(eng *engine.Engine, s approvals.Starter) http.Handler {
+	return approvals.New(eng, s, &approvals.Options{
+		Logger: eng.Logger,
+		IsNotFound: func(err error) bool {
+			return errors.Is(err, kernel.ErrNoSuchApproval) || errors.Is(err, store.ErrNotFound)
+		},
+		IsForbidden: func(err error) bool { return errors.Is(err, engine.ErrForbidden) },
+		IsConflict:  func(err error) bool { return errors.Is(err, kernel.ErrStale) || errors.Is(err, kernel.ErrNotPending) },
+	})
 }
 
 func (x *engineExecutor) Cancel(ctx context.Context, runID string) bool {

@@ -12,6 +12,7 @@ import (
 // read and subscribe. Once done is closed, view is final.
 type liveRun struct {
 	id        string
+	resume    bool
 	graph     string
 	principal Principal
 	tags      map[string]string

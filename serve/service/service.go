@@ -68,6 +68,9 @@ type Execution struct {
 	Deadline time.Duration
 	// OnEvent receives the run's events in order; it does not block.
 	OnEvent func(run.Event)
+	// Resume continues the run RunID, paused for approval, from its
+	// checkpoint instead of starting it afresh.
+	Resume bool
 }
 
 // Executor runs a graph to its end and returns the result; it must honour
@@ -149,6 +152,9 @@ type StartRequest struct {
 	Deadline time.Duration
 	// Tags are kept with the run (the A2A door keeps its context id here).
 	Tags map[string]string
+	// ResumeRunID continues that run (paused for approval, now decided)
+	// under its own id instead of starting a new one.
+	ResumeRunID string
 }
 
 // Service runs graphs for principals. It is safe for concurrent use.
@@ -366,7 +372,11 @@ func (s *Service) start(ctx context.Context, p Principal, req *StartRequest) (*l
 			Message: fmt.Sprintf("the server is running its maximum of %d runs; try again shortly", cap(s.slots))}
 	}
 	deadline := min(req.Deadline, s.opts.RunDeadline)
-	lr := &liveRun{id: run.NewID(), graph: sg.g.Name, principal: p, tags: req.Tags, started: time.Now(),
+	id := run.NewID()
+	if req.ResumeRunID != "" {
+		id = req.ResumeRunID
+	}
+	lr := &liveRun{id: id, resume: req.ResumeRunID != "", graph: sg.g.Name, principal: p, tags: req.Tags, started: time.Now(),
 		done: make(chan struct{}), maxEvents: s.opts.MaxEvents}
 	// run.started, a start and an end per node, run.finished: one allocation.
 	lr.events = make([]run.Event, 0, min(2+2*len(sg.g.Nodes), s.opts.MaxEvents))
@@ -379,6 +389,12 @@ func (s *Service) start(ctx context.Context, p Principal, req *StartRequest) (*l
 		cancel(nil)
 		<-s.slots
 		return nil, nil, ErrShuttingDown
+	}
+	if _, running := s.active[lr.id]; running {
+		s.mu.Unlock()
+		cancel(nil)
+		<-s.slots
+		return nil, nil, &Error{Code: CodeBusy, Status: http.StatusConflict, Message: "the run is already running"}
 	}
 	s.active[lr.id] = lr
 	s.wg.Add(1)
@@ -419,7 +435,7 @@ func (s *Service) execute(ctx context.Context, lr *liveRun, sg *servedGraph, in 
 	defer s.wg.Done()
 	defer lr.cancel(nil)
 	res := s.exec.Execute(ctx, &Execution{Graph: sg.g, Input: in, Principal: lr.principal.ID, RunID: lr.id,
-		Deadline: deadline, OnEvent: lr.onEvent})
+		Deadline: deadline, OnEvent: lr.onEvent, Resume: lr.resume})
 	if res.Status == run.StatusSucceeded && ctx.Err() != nil {
 		// A run cancelled before its first node started comes back as
 		// succeeded with its nodes cancelled: it did not succeed.
