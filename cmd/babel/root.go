@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -86,7 +87,10 @@ func (e *env) open(ctx context.Context) (*engine.Engine, error) {
 	}
 	eng, err := engine.Open(ctx, cfg, &engine.Options{Environ: e.environ})
 	if err != nil {
-		return nil, err
+		if strings.Contains(err.Error(), "already open by another writer") {
+			err = fmt.Errorf("%w (a running `babel serve` holds it: use its REST API, or stop it first)", err)
+		}
+		return nil, &exitError{code: exitFailed, err: err}
 	}
 	return eng, nil
 }

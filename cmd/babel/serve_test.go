@@ -16,9 +16,11 @@ import (
 // server runs `babel serve` in-process on a free loopback port until the
 // test ends (or stop is called).
 type server struct {
-	base string
-	stop func()
-	done chan int
+	base   string
+	config string
+	graphs []string
+	stop   func()
+	done   chan int
 }
 
 func startServe(t *testing.T, graphs ...string) *server {
