@@ -22,6 +22,12 @@ type PolicyError struct {
 	Reason string
 }
 
+// Denied marks a refusal by policy: a run that meets one is denied, not failed.
+func (e *PolicyError) Denied() bool { return true }
+
+// Retryable is false: the policy will refuse the same request again.
+func (e *PolicyError) Retryable() bool { return false }
+
 func (e *PolicyError) Error() string {
 	var b strings.Builder
 	b.WriteString("egress refused: ")

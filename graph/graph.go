@@ -7,6 +7,7 @@ package graph
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -139,4 +140,24 @@ func (g *Graph) Node(name string) (*Node, bool) {
 		return nil, false
 	}
 	return g.Nodes[i], true
+}
+
+// Close releases what the graph's agents hold (idle connections, caches):
+// every node and tool agent with a Close method is closed once.
+func (g *Graph) Close() error {
+	var errs []error
+	seen := map[any]bool{}
+	for _, n := range append(append([]*Node{}, g.Nodes...), g.Tools...) {
+		if n.Agent == nil || seen[n.Agent] {
+			continue
+		}
+		seen[n.Agent] = true
+		switch c := n.Agent.(type) {
+		case interface{ Close() error }:
+			errs = append(errs, c.Close())
+		case interface{ Close() }:
+			c.Close()
+		}
+	}
+	return errors.Join(errs...)
 }

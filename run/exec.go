@@ -458,10 +458,11 @@ func statusOf(err error) Status {
 	var d *kernel.DeniedError
 	var l *kernel.LimitError
 	var a *kernel.ApprovalPendingError
+	var policy interface{ Denied() bool }
 	switch {
 	case errors.As(err, &a):
 		return StatusAwaitingApproval
-	case errors.As(err, &d):
+	case errors.As(err, &d), errors.As(err, &policy) && policy.Denied():
 		return StatusDenied
 	case errors.As(err, &l):
 		return StatusLimitExceeded
