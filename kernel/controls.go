@@ -95,7 +95,7 @@ func (k *Kernel) approve(ctx context.Context, c *Call, args json.RawMessage, dig
 		r := k.base(c, "approval.denied", "denied", d.Reason)
 		r.Decision, r.Approver, r.ApprovalDigest = "denied", d.Approver, digest
 		k.record(ctx, r)
-		return d, &DeniedError{Node: n.Name, Reason: d.Reason}
+		return d, &DeniedError{Node: n.Name, Reason: d.Reason, Terminate: d.Terminate}
 	}
 	c.Run.mu.Lock()
 	c.Run.approvals++

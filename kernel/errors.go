@@ -10,6 +10,9 @@ import (
 type DeniedError struct {
 	Node   string
 	Reason string
+	// Terminate says the approver ended the whole run: no agent may carry
+	// on past it (an LLM is not told and asked again; the run stops).
+	Terminate bool
 }
 
 func (e *DeniedError) Error() string { return fmt.Sprintf("node %s: denied: %s", e.Node, e.Reason) }

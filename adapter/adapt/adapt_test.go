@@ -178,7 +178,7 @@ func TestModelShortForms(t *testing.T) {
 		}
 		closeAgent(t, a)
 		c := a.Card()
-		if c.Kind != tc.kind || len(c.Secrets) != 1 || c.Secrets[0] != tc.secret || c.Egress[0] != tc.host || c.EffectList() != "egress" {
+		if c.Kind != tc.kind || len(c.Secrets) != 1 || c.Secrets[0] != tc.secret || c.Egress[0] != tc.host || c.EffectList() != "read" {
 			t.Fatalf("%s: card %+v", tc.in, c)
 		}
 	}

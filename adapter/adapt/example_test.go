@@ -39,5 +39,5 @@ func ExampleAdapt_model() {
 	}
 	c := a.Card()
 	fmt.Println(c.Kind, c.Secrets, c.Egress, c.EffectList())
-	// Output: llm [ANTHROPIC_API_KEY] [api.anthropic.com] egress
+	// Output: llm [ANTHROPIC_API_KEY] [api.anthropic.com] read
 }

@@ -366,7 +366,7 @@ func TestARedirectIsNotFollowed(t *testing.T) {
 	})
 	g := mustCompile(t, fmt.Sprintf("name: g\nnodes:\n  - name: n\n    agent: {http: {url: %q, method: GET}}\n    allow_private: [%q]\n", outer.URL, outer.private()), nil)
 	res := runGraph(t, g, nil, agent.Text(""))
-	if res.Status != run.StatusFailed || !strings.Contains(res.Error, "redirect not followed") {
+	if res.Status != run.StatusDenied || !strings.Contains(res.Error, "redirect not followed") {
 		t.Fatalf("got %s %q", res.Status, res.Error)
 	}
 	if len(inner.Hits()) != 0 {
@@ -427,7 +427,7 @@ nodes:
     egress: [api.partner.example]
 `, ln.Port()), opts)
 	res := runGraph(t, g, nil, agent.Text("data"))
-	if res.Status != run.StatusFailed || !strings.Contains(res.Error, "egress refused") || !strings.Contains(res.Error, "loopback") {
+	if res.Status != run.StatusDenied || !strings.Contains(res.Error, "egress refused") || !strings.Contains(res.Error, "loopback") {
 		t.Fatalf("got %s %q", res.Status, res.Error)
 	}
 	if ln.conns.Load() != 0 {

@@ -84,7 +84,7 @@ func build(cfg Config, opts *Options, node *graph.NodeSpec) (*Agent, error) {
 		peer: p.Name + " " + u.Host,
 		card: agent.Card{
 			Name: "llm " + p.Name + ":" + cfg.Model, Description: cfg.Description, Kind: "llm",
-			Secrets: needs, Egress: allow, Effects: []agent.Effect{agent.EffectEgress}, ReadsOutside: true,
+			Secrets: needs, Egress: allow, Effects: []agent.Effect{agent.EffectRead}, ReadsOutside: true,
 		},
 	}, nil
 }
@@ -149,7 +149,10 @@ func (a *Agent) Close() error { a.client.CloseIdleConnections(); return nil }
 // metadata holds "usage" (input_tokens, output_tokens, total_tokens) and
 // counts of model calls and tool calls.
 func (a *Agent) Run(ctx context.Context, in agent.Message) (agent.Message, error) {
-	if err := agent.Permit(ctx, agent.EffectEgress); err != nil {
+	// A model call is a read: its endpoint is fixed by the operator and
+	// guarded by the node's egress policy. What the model chooses to do goes
+	// through tools, each a call with its own effects and approvals.
+	if err := agent.Permit(ctx, agent.EffectRead); err != nil {
 		return agent.Message{}, err
 	}
 	var key secrets.Secret
@@ -311,7 +314,9 @@ func fatal(ctx context.Context, err error) bool {
 	var l *kernel.LimitError
 	var p *kernel.ApprovalPendingError
 	var au *kernel.AuditError
+	var d *kernel.DeniedError
 	return ctx.Err() != nil || errors.As(err, &l) || errors.As(err, &p) || errors.As(err, &au) ||
+		errors.As(err, &d) && d.Terminate ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 

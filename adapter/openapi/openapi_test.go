@@ -439,7 +439,7 @@ func TestEgressGuardRefusesAServerNameThatResolvesToLoopback(t *testing.T) {
 	opts := &openapi.Options{Egress: &egress.Options{Resolver: staticResolver{net.ParseIP("127.0.0.1")}}}
 	g := mustCompile(t, a.node("x", "")+"    egress: [api.tickets.example]\n", opts)
 	res := runGraph(t, g, nil, "{}")
-	if res.Status != run.StatusFailed || !strings.Contains(res.Error, "egress refused") || !strings.Contains(res.Error, "loopback") {
+	if res.Status != run.StatusDenied || !strings.Contains(res.Error, "egress refused") || !strings.Contains(res.Error, "loopback") {
 		t.Fatalf("got %s %q", res.Status, res.Error)
 	}
 	if ln.conns.Load() != 0 {

@@ -293,7 +293,7 @@ nodes:
 		t.Fatal(err)
 	}
 	res, _ := llmtest.Run(t, g, llmtest.Vault{"ANTHROPIC_API_KEY": apiKey}, agent.Text("hi"))
-	if res.Status != run.StatusFailed || !strings.Contains(res.Error, "egress refused: 169.254.169.254 (api.anthropic.com)") {
+	if res.Status != run.StatusDenied || !strings.Contains(res.Error, "egress refused: 169.254.169.254 (api.anthropic.com)") {
 		t.Fatalf("got %s %q", res.Status, res.Error)
 	}
 }

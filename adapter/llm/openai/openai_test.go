@@ -334,7 +334,7 @@ nodes:
 	if got := content(body["messages"].([]any)[0]); got != "Summarize ticket 42: I was charged twice." {
 		t.Fatalf("prompt = %q", got)
 	}
-	if g.Nodes[0].Card.Kind != "llm" || g.Nodes[0].Card.EffectList() != "egress" || !g.Nodes[0].Card.ReadsOutside {
+	if g.Nodes[0].Card.Kind != "llm" || g.Nodes[0].Card.EffectList() != "read" || !g.Nodes[0].Card.ReadsOutside {
 		t.Fatalf("card = %+v", g.Nodes[0].Card)
 	}
 }
@@ -443,7 +443,7 @@ nodes:
 	}
 	res, events := llmtest.Run(t, g, llmtest.Vault{"OPENAI_API_KEY": apiKey}, agent.Text("hi"))
 	t.Logf("error: %s", res.Error)
-	if res.Status != run.StatusFailed || !strings.Contains(res.Error, "egress refused") || !strings.Contains(res.Error, "loopback") {
+	if res.Status != run.StatusDenied || !strings.Contains(res.Error, "egress refused") || !strings.Contains(res.Error, "loopback") {
 		t.Fatalf("got %s %q", res.Status, res.Error)
 	}
 	if ln.Conns.Load() != 0 || ln.Bytes.Load() != 0 {
