@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/babelagent/babel/agent"
@@ -47,6 +46,7 @@ type exec struct {
 	states    []nodeState
 	done      chan completion
 	stop      chan struct{} // closed when the coordinator returns: late senders give up
+	watch     watch         // the deadlines of the attempts in flight
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	running   int
@@ -89,6 +89,7 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	e.ctx, e.cancel = context.WithCancelCause(dctx)
 	defer e.cancel(nil)
 	defer close(e.stop)
+	defer e.watch.stop()
 	e.r.mu.Lock()
 	e.r.active[e] = struct{}{}
 	e.r.mu.Unlock()
@@ -189,8 +190,28 @@ func (e *exec) start(i int, in agent.Message) {
 	st.gen++
 	e.running++
 	e.emit(EventNodeStarted, e.g.Nodes[i].Name, nil)
-	go e.runNode(i, st.gen, in)
+	go e.nodeGoroutine(i, st.gen, in)
 }
+
+// nodeGoroutine runs node i on a goroutine of its own. It first grows the
+// new goroutine's stack while the stack holds two frames: left to grow on
+// demand, it overflows deep inside runNode -> kernel.Invoke -> the agent,
+// and copying it there means walking every frame.
+func (e *exec) nodeGoroutine(i, gen int, in agent.Message) {
+	growStack(i)
+	e.runNode(i, gen, in)
+}
+
+// growStack needs a frame of growStackBytes, which makes the runtime give
+// the goroutine an 8 KiB stack up front.
+//
+//go:noinline
+func growStack(i int) byte {
+	var buf [growStackBytes]byte
+	return buf[i%len(buf)]
+}
+
+const growStackBytes = 6 << 10
 
 func (e *exec) send(c completion) {
 	select {
@@ -302,29 +323,9 @@ func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, attempt int) (a
 		// The run's deadline comes first, and the coordinator enforces it.
 		return e.r.k.Invoke(e.ctx, call)
 	}
-	actx, cancel := context.WithTimeout(e.ctx, n.Timeout)
-	defer cancel()
-	var returned atomic.Bool
-	stopWatch := context.AfterFunc(actx, func() {
-		if e.ctx.Err() != nil {
-			return // the run itself ended: the coordinator handles it
-		}
-		t := time.NewTimer(e.r.grace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-e.stop:
-			return
-		}
-		if !returned.Load() {
-			e.send(completion{idx: n.Index, gen: gen, attempts: attempt,
-				err: &TimeoutError{Node: n.Name, After: n.Timeout, Abandoned: true}})
-		}
-	})
+	actx := e.watch.begin(e, n, gen, attempt)
 	out, err := e.r.k.Invoke(actx, call)
-	returned.Store(true)
-	stopWatch()
-	if err != nil && actx.Err() == context.DeadlineExceeded && e.ctx.Err() == nil {
+	if expired := e.watch.end(actx); err != nil && expired && e.ctx.Err() == nil {
 		err = &TimeoutError{Node: n.Name, After: n.Timeout}
 	}
 	return out, err
@@ -568,7 +569,7 @@ func (e *exec) finish(res *Result) {
 		if st.err != nil {
 			t.Error = e.redact(st.err.Error())
 		}
-		if status == NodeSucceeded {
+		if status == NodeSucceeded && st.out.Labels != 0 {
 			t.Labels = st.out.Labels.Names()
 		}
 		res.Trace[i] = t
