@@ -469,7 +469,8 @@ func statusOf(err error) Status {
 		return StatusLimitExceeded
 	case errors.Is(err, errDeadline):
 		return StatusLimitExceeded
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), errors.Is(err, errFailed), errors.Is(err, errPaused), errors.Is(err, errKilled):
+		// Stopped because the run ended for another reason.
 		return StatusCancelled
 	}
 	return StatusFailed
