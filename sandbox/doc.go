@@ -20,6 +20,8 @@
 //     time, address space, processes and file size, set by a shell prologue
 //     inside the sandbox before it execs the program. OS.Start runs a
 //     long-lived program (a stdio MCP server) with pipes instead.
+//     HostProgram places a host program in it: in place under /usr, else
+//     as a read-only copy in the work directory.
 //
 // Python runs on the system python3 in the os sandbox, JavaScript on QuickJS
 // in the wasm sandbox; Code picks by language and CodeAgent makes a code

@@ -176,7 +176,12 @@ func (o *OS) launch(ctx, runCtx context.Context, spec *Spec, lim Limits, stdin i
 	}
 	fileFDs := make([]int, len(spec.Files))
 	for i, f := range spec.Files {
-		if fileFDs[i], err = files.memfd("file", f.Data); err != nil {
+		if f.Host != "" {
+			fileFDs[i], err = files.hostFile(f.Host, f.Executable)
+		} else {
+			fileFDs[i], err = files.memfd("file", f.Data)
+		}
+		if err != nil {
 			return fail(err)
 		}
 	}
@@ -421,6 +426,32 @@ func (s *fdSet) fill(fd int, name string, data []byte) error {
 		return &SetupError{Kind: KindOS, Reason: "memfd: " + err.Error(), Err: err}
 	}
 	return nil
+}
+
+// hostFile adds the regular host file at p, opened for reading, for
+// bubblewrap to copy into the sandbox; a file to be executed must be
+// executable on the host too, checked on the file opened (so a file
+// swapped in since the caller looked is not copied in its stead).
+// O_NONBLOCK keeps a FIFO from blocking the open; it does nothing to a
+// regular file.
+func (s *fdSet) hostFile(p string, executable bool) (int, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return 0, &SetupError{Kind: KindOS, Reason: err.Error(), Err: err}
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("%s is not a regular file", p)
+	case executable && fi.Mode().Perm()&0o111 == 0:
+		err = fmt.Errorf("%s is not executable", p)
+	}
+	if err != nil {
+		_ = f.Close()
+		return 0, &SetupError{Kind: KindOS, Reason: err.Error(), Err: err}
+	}
+	return s.add(f), nil
 }
 
 func (s *fdSet) close() {

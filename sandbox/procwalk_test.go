@@ -26,11 +26,8 @@ var processStarters = map[string][]string{
 // a process, each with the reason. Nothing a model or a caller supplies
 // runs through them.
 var processExceptions = map[string]string{
-	"secrets/keyring.go": "runs the operator's keyring tool (secret-tool) with fixed arguments to read a secret",
-	// A gap, not a blessing: operator-configured stdio MCP servers run
-	// unconfined until adapter/mcp starts them with sandbox.OS.Start.
-	"adapter/mcp/start_process.go": "starts operator-configured stdio MCP servers (stopgap until it uses sandbox.OS.Start)",
-	"serve/interop_test.go":        "test: runs the official JavaScript MCP and A2A clients (node) against the server",
+	"secrets/keyring.go":    "runs the operator's keyring tool (secret-tool) with fixed arguments to read a secret",
+	"serve/interop_test.go": "test: runs the official JavaScript MCP and A2A clients (node) against the server",
 }
 
 // TestOnlySandboxStartsProcesses walks every Go file of the repository and

@@ -59,11 +59,17 @@ type Spec struct {
 	Limits Limits
 }
 
-// File is a file placed read-only in the sandbox's work directory.
+// File is a file placed read-only in the sandbox's work directory: Data, or
+// a copy of the host file Host.
 type File struct {
 	// Name is a plain file name (no '/'); the file appears at WorkDir/Name.
 	Name string
 	Data []byte
+	// Host is the absolute path of a regular host file to copy instead of
+	// Data. It is opened when the sandbox starts, and the sandbox gets a
+	// copy: a program placed this way can change nothing on the host, and
+	// nothing on the host changes it while it runs.
+	Host string
 	// Executable makes the file executable (mode 0555 rather than 0444).
 	Executable bool
 }
@@ -225,6 +231,9 @@ func checkFiles(files []File) error {
 	for _, f := range files {
 		if f.Name == "" || f.Name == "." || f.Name == ".." || strings.ContainsAny(f.Name, "/\x00") || path.Clean(f.Name) != f.Name {
 			return &SpecError{Field: "Files", Reason: fmt.Sprintf("invalid file name %q (want a plain name)", f.Name)}
+		}
+		if f.Host != "" && (len(f.Data) > 0 || !path.IsAbs(f.Host) || strings.ContainsRune(f.Host, 0)) {
+			return &SpecError{Field: "Files", Reason: fmt.Sprintf("file %q: want Data or an absolute Host path, not both", f.Name)}
 		}
 		if seen[f.Name] {
 			return &SpecError{Field: "Files", Reason: fmt.Sprintf("file %q given twice", f.Name)}

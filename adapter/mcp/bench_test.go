@@ -35,6 +35,6 @@ func BenchmarkToolCallStreamableHTTP(b *testing.B) {
 }
 
 func BenchmarkToolCallStdio(b *testing.B) {
-	f := newStdioFixture(b, "Echo the text back.")
+	f := newStdioFixture(b)
 	benchRun(b, mustCompile(b, oneNode(`"`+f.shortForm()+`"`, "with: {tool: add, pin: "+pinOf(b, f.config())+"}"), nil))
 }

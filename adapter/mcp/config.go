@@ -18,9 +18,9 @@ import (
 
 // Options configures the adapter. Nil means the defaults.
 type Options struct {
-	// Starter starts stdio servers. Nil means ProcessStarter: a direct child
-	// in its own process group with a minimal environment, until the
-	// sandbox package can confine a long-lived process.
+	// Starter starts stdio servers. Nil means a SandboxStarter with the
+	// default os sandbox: each server confined by bubblewrap, and no server
+	// at all where bubblewrap cannot start.
 	Starter Starter
 	// Egress is the base policy of the HTTP transport: TLS roots, timeouts,
 	// body cap, resolver, proxy. Its Allowlist, AnyPublicHost and
@@ -37,7 +37,8 @@ type Config struct {
 	// URL is a streamable HTTP endpoint ("https://tools.example.com/mcp").
 	URL string
 	// Command is the absolute path of a stdio server; Args its arguments.
-	// The program is never looked up in PATH or the working directory.
+	// The program is never looked up in PATH or the working directory, and
+	// runs in the os sandbox (see SandboxStarter).
 	Command string
 	Args    []string
 	// Pin is the digest of the server's tool list ("sha256:<64 hex>"), as
@@ -110,7 +111,7 @@ func (c *Config) check() error {
 		}
 	}
 	if len(c.Egress) > 0 || len(c.AllowPrivate) > 0 {
-		// A stdio server's own network access is the sandbox's business;
+		// A stdio server has no network at all (its sandbox has none);
 		// these would suggest a guard that does not apply.
 		return fmt.Errorf("egress and allow_private apply to a url, not to a stdio command")
 	}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,27 +35,20 @@ func testBinary(t testing.TB) string {
 	return p
 }
 
-// stdioServerFixture is a stdio server whose echo description lives in a
-// file the test can change between sessions.
+// stdioServerFixture is this test binary as a stdio server, started by its
+// absolute path as users start theirs. It lies outside /usr, so the sandbox
+// gets a copy of it on each start.
 type stdioServerFixture struct {
-	bin, descFile string
+	bin   string
+	extra []string // more arguments
 }
 
-func newStdioFixture(t testing.TB, desc string) *stdioServerFixture {
+func newStdioFixture(t testing.TB, extra ...string) *stdioServerFixture {
 	t.Helper()
-	f := &stdioServerFixture{bin: testBinary(t), descFile: filepath.Join(t.TempDir(), "desc")}
-	f.setDesc(t, desc)
-	return f
+	return &stdioServerFixture{bin: testBinary(t), extra: extra}
 }
 
-func (f *stdioServerFixture) setDesc(t testing.TB, desc string) {
-	t.Helper()
-	if err := os.WriteFile(f.descFile, []byte(desc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (f *stdioServerFixture) args() []string { return []string{serverArg, "--desc-file", f.descFile} }
+func (f *stdioServerFixture) args() []string { return append([]string{serverArg}, f.extra...) }
 
 func (f *stdioServerFixture) config() *babelmcp.Config {
 	return &babelmcp.Config{Command: f.bin, Args: f.args()}
@@ -61,6 +57,26 @@ func (f *stdioServerFixture) config() *babelmcp.Config {
 // shortForm is the node's agent field: mcp+stdio:/path args...
 func (f *stdioServerFixture) shortForm() string {
 	return "mcp+stdio:" + f.bin + " " + strings.Join(f.args(), " ")
+}
+
+// rugPull starts servers through the default sandboxed starter, with
+// echo's description as it is at the time: the server changes between
+// sessions while the node's configuration stays as it was pinned.
+type rugPull struct {
+	desc atomic.Value
+	next babelmcp.Starter
+}
+
+func newRugPull(desc string) *rugPull {
+	r := &rugPull{next: &babelmcp.SandboxStarter{}}
+	r.desc.Store(desc)
+	return r
+}
+
+func (r *rugPull) Start(ctx context.Context, cmd *babelmcp.Command) (io.ReadWriteCloser, error) {
+	c := *cmd
+	c.Args = append(slices.Clone(cmd.Args), "--desc", r.desc.Load().(string))
+	return r.next.Start(ctx, &c)
 }
 
 func pinOf(t testing.TB, cfg *babelmcp.Config) string {

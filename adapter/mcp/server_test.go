@@ -3,11 +3,11 @@ package mcp_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,25 +30,19 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// stdioServer serves the test tools on stdin/stdout. Flags:
-// --desc-file F (echo's description is F's content), --pid-file F (write
-// the pid there).
+// stdioServer serves the test tools on stdin/stdout. Flags: --desc TEXT
+// (echo's description); --marker M is ignored, and lets a test find the
+// server's processes in /proc by their command line.
 func stdioServer(args []string) int {
 	desc := "Echo the text back."
 	for i := 0; i+1 < len(args); i += 2 {
 		switch args[i] {
-		case "--desc-file":
-			b, err := os.ReadFile(args[i+1])
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 2
-			}
-			desc = strings.TrimSpace(string(b))
-		case "--pid-file":
-			if err := os.WriteFile(args[i+1], []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 2
-			}
+		case "--desc":
+			desc = args[i+1]
+		case "--marker":
+		default:
+			fmt.Fprintln(os.Stderr, "unknown flag", args[i])
+			return 2
 		}
 	}
 	s := newTestServer(desc, nil)
@@ -73,8 +67,19 @@ type addOut struct {
 }
 
 type envOut struct {
-	Names []string `json:"names"`
-	Path  string   `json:"path"`
+	Names    []string `json:"names"`
+	Path     string   `json:"path"`
+	Hostname string   `json:"hostname"`
+	UID      int      `json:"uid"`
+}
+
+type dialIn struct {
+	Addr string `json:"addr"`
+}
+
+type dialOut struct {
+	Connected bool   `json:"connected"`
+	Error     string `json:"error,omitempty"`
 }
 
 type sleepIn struct {
@@ -107,7 +112,17 @@ func newTestServer(desc string, c *counters) *mcp.Server {
 			names = append(names, k)
 		}
 		sort.Strings(names)
-		return nil, envOut{Names: names, Path: os.Getenv("PATH")}, nil
+		host, _ := os.Hostname()
+		return nil, envOut{Names: names, Path: os.Getenv("PATH"), Hostname: host, UID: os.Getuid()}, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "dial", Description: "Open a TCP connection to addr and say what happened."}, func(ctx context.Context, _ *mcp.CallToolRequest, in dialIn) (*mcp.CallToolResult, dialOut, error) {
+		d := net.Dialer{Timeout: 2 * time.Second}
+		c, err := d.DialContext(ctx, "tcp", in.Addr)
+		if err != nil {
+			return nil, dialOut{Error: err.Error()}, nil
+		}
+		_ = c.Close()
+		return nil, dialOut{Connected: true}, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always fails."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return nil, nil, fmt.Errorf("the disk is on fire")

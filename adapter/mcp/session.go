@@ -16,6 +16,7 @@ import (
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/sandbox"
 )
 
 // minimalPath is the whole PATH a stdio server gets.
@@ -48,11 +49,15 @@ func newServer(cfg *Config) (*server, error) {
 		opts = *cfg.Options
 	}
 	s := &server{label: cfg.label(), starter: opts.Starter, stderr: opts.Stderr}
-	if s.starter == nil {
-		s.starter = ProcessStarter{}
-	}
 	if cfg.Command != "" {
 		s.command, s.args, s.peer = cfg.Command, slices.Clone(cfg.Args), "mcp "+cfg.Command
+		if s.starter == nil {
+			o, err := sandbox.NewOS(nil)
+			if err != nil {
+				return nil, confinementError(err)
+			}
+			s.starter = &SandboxStarter{OS: o}
+		}
 		return s, nil
 	}
 	u, _ := url.Parse(cfg.URL) // check parsed it

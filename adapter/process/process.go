@@ -36,8 +36,9 @@ type Options struct {
 	Sandbox *sandbox.OS
 }
 
-// New returns an agent that runs program (an absolute host path) in the os
-// sandbox. A program under /usr runs in place (the sandbox sees /usr read
+// New returns an agent that runs program (an absolute host path to an
+// executable file) in the os sandbox, placed there as sandbox.HostProgram
+// says. A program under /usr runs in place (the sandbox sees /usr read
 // only); any other program is read now and placed, read-only and
 // executable, in the sandbox's work directory on each call — so the file
 // that runs is the one that was configured, and the sandbox needs no view
@@ -61,16 +62,19 @@ func New(name, program string, opts *Options) (agent.Agent, error) {
 			return nil, fmt.Errorf("process agent %s: %w", name, err)
 		}
 	}
-	spec := &sandbox.Spec{Program: program, Args: append([]string(nil), opts.Args...), Limits: opts.Limits}
-	if !strings.HasPrefix(program, "/usr/") {
-		data, err := os.ReadFile(program)
-		if err != nil {
+	inSandbox, files, err := sandbox.HostProgram(program)
+	if err != nil {
+		return nil, fmt.Errorf("process agent %s: %w", name, err)
+	}
+	// Read a copied program now, not on each call: the file that runs is
+	// the one that was configured.
+	for i, f := range files {
+		if files[i].Data, err = os.ReadFile(f.Host); err != nil {
 			return nil, fmt.Errorf("process agent %s: read program: %w", name, err)
 		}
-		base := filepath.Base(program)
-		spec.Program = sandbox.WorkDir + "/" + base
-		spec.Files = []sandbox.File{{Name: base, Data: data, Executable: true}}
+		files[i].Host = ""
 	}
+	spec := &sandbox.Spec{Program: inSandbox, Args: append([]string(nil), opts.Args...), Files: files, Limits: opts.Limits}
 	return &processAgent{
 		sb:   sb,
 		spec: spec,
