@@ -17,6 +17,9 @@ import (
 
 	"github.com/babelagent/babel/adapter/a2a"
 	httpadapter "github.com/babelagent/babel/adapter/http"
+	"github.com/babelagent/babel/adapter/llm"
+	"github.com/babelagent/babel/adapter/llm/anthropic"
+	"github.com/babelagent/babel/adapter/llm/openai"
 	"github.com/babelagent/babel/adapter/mcp"
 	"github.com/babelagent/babel/adapter/openapi"
 	"github.com/babelagent/babel/agent"
@@ -39,6 +42,9 @@ type Options struct {
 	// sandbox.NewOS(nil), the wasm one with sandbox.NewWasm); they are never
 	// closed, and live as long as the agents built with them.
 	Sandboxes *sandbox.Sandboxes
+	// Shared, when Sandboxes is nil, is the lazily made set to use (see
+	// NewShared); nil means a set of this registry's own.
+	Shared *Shared
 }
 
 // Registry returns a registry holding every kind. It starts nothing: the
@@ -48,15 +54,37 @@ func Registry(opts *Options) *graph.Registry {
 		opts = &Options{}
 	}
 	dir, sbs := opts.Dir, &lazySandboxes{given: opts.Sandboxes}
+	if opts.Shared != nil && opts.Sandboxes == nil {
+		sbs = opts.Shared.lazy
+	}
 	r := graph.NewRegistry()
 	builtin.Register(r)
 	httpadapter.Register(r, nil)
 	openapi.Register(r, &openapi.Options{Dir: dir})
 	mcp.Register(r, &mcp.Options{Starter: &sandboxStarter{sbs: sbs}})
 	a2a.Register(r, nil)
+	llm.Register(r, &llm.Options{Providers: []llm.Provider{openai.Provider(), openai.Ollama(), anthropic.Provider()}})
 	r.Register(KindCode, func(ref graph.Ref) (agent.Agent, error) { return codeAgent(ref, dir, sbs) })
 	r.Register(KindProcess, func(ref graph.Ref) (agent.Agent, error) { return processAgent(ref, dir, sbs) })
 	return r
+}
+
+// Shared is one set of sandboxes, made on first use, that many registries
+// (one per topology file) share: a process compiles QuickJS once. Close
+// releases the WebAssembly runtime.
+type Shared struct{ lazy *lazySandboxes }
+
+// NewShared returns an empty shared set.
+func NewShared() *Shared { return &Shared{lazy: &lazySandboxes{}} }
+
+// Close releases what the set made.
+func (s *Shared) Close(ctx context.Context) error {
+	s.lazy.mu.Lock()
+	defer s.lazy.mu.Unlock()
+	if s.lazy.wasm != nil {
+		return s.lazy.wasm.Close(ctx)
+	}
+	return nil
 }
 
 // lazySandboxes hands out the registry's sandboxes, making each kind on

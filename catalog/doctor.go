@@ -40,6 +40,7 @@ func doctor(ctx context.Context, osOpts *sandbox.OSOptions) []Check {
 			"stdio MCP servers confined by bubblewrap: no network, no host environment, only the node's secrets, killed whole with their session; tool lists pinned by digest",
 			"stdio MCP servers run only under bubblewrap, and nodes using them fail"),
 		{Family: "adapter", Name: "a2a", OK: true, Detail: "A2A 1.0 agents (JSON-RPC): send, stream, poll, cancel"},
+		{Family: "adapter", Name: "llm", OK: true, Detail: "openai (and OpenAI-compatible: vLLM, llama.cpp), anthropic, ollama; tool calls go through the kernel; the API key is a declared secret (OPENAI_API_KEY, ANTHROPIC_API_KEY)"},
 		codeCheck(sb),
 		needsOS(KindProcess, osc,
 			"programs in the os sandbox (bubblewrap), one JSON message in and out",

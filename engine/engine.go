@@ -37,6 +37,7 @@ type Engine struct {
 
 	audit  *audit.Writer
 	authz  kernel.Authorizer
+	shared *catalog.Shared
 	policy *policy.Policy
 	tracer *telemetry.Tracer
 
@@ -141,13 +142,19 @@ func Open(ctx context.Context, cfg Config, opts *Options) (*Engine, error) {
 	} else if killed {
 		e.Kernel.Kill().Engage()
 	}
-	e.Registry = catalog.Registry(nil)
+	e.shared = catalog.NewShared()
+	e.Registry = catalog.Registry(&catalog.Options{Shared: e.shared})
 	return e, nil
 }
 
 // Close releases the store and the audit log.
 func (e *Engine) Close() error {
 	var errs []error
+	if e.shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, e.shared.Close(ctx))
+		cancel()
+	}
 	if e.tracer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, e.tracer.Shutdown(ctx))
@@ -176,7 +183,11 @@ func (e *Engine) Load(path string) (*graph.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	return graph.Compile(spec, catalog.Registry(&catalog.Options{Dir: filepath.Dir(path)}), nil)
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	return graph.Compile(spec, catalog.Registry(&catalog.Options{Dir: dir, Shared: e.shared}), nil)
 }
 
 // Start is one run to make.

@@ -107,7 +107,12 @@ func readSpec(cfg *Config, opts *Options, node *graph.NodeSpec) ([]byte, *url.UR
 		return data, u, shown, nil
 	}
 	path := spec
-	if !filepath.IsAbs(path) && opts.Dir != "" {
+	if !filepath.IsAbs(path) {
+		if opts.Dir == "" {
+			// Never the working directory: a relative path needs the
+			// topology's own directory.
+			return nil, nil, "", fmt.Errorf("spec %s: a relative path needs the topology file's directory; give an absolute path", spec)
+		}
 		path = filepath.Join(opts.Dir, path)
 	}
 	fi, err := os.Stat(path)
