@@ -17,7 +17,25 @@ func (w *Writer) run() {
 	for {
 		select {
 		case <-w.closing:
-			return
+			// Commit what was already handed over (Enqueue does not wait):
+			// nothing accepted is dropped at shutdown.
+			for {
+				batch = batch[:0]
+			drain:
+				for len(batch) < w.maxBatch {
+					select {
+					case r := <-w.reqs:
+						batch = append(batch, r)
+					default:
+						break drain
+					}
+				}
+				if len(batch) == 0 {
+					return
+				}
+				w.commit(batch)
+				clear(batch)
+			}
 		case r := <-w.reqs:
 			batch = append(batch[:0], r)
 		}

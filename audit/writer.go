@@ -108,6 +108,28 @@ func (w *Writer) Append(ctx context.Context, r *Record) (int64, error) {
 	return r.Seq, nil
 }
 
+// Enqueue hands r to the writer without waiting for it to be committed:
+// for records that gate nothing (the intent of a call with no consequential
+// effect, an outcome). It still joins the chain in order, in the next batch.
+// It blocks only while the writer's queue is full. If the batch later fails
+// to commit, the next Append fails too, so a consequential action never runs
+// on a log that is down.
+func (w *Writer) Enqueue(ctx context.Context, r *Record) error {
+	rec, err := prepare(r)
+	if err != nil {
+		return err
+	}
+	req := &request{ctx: context.WithoutCancel(ctx), rec: rec, reply: make(chan error, 1)}
+	select {
+	case w.reqs <- req:
+		return nil
+	case <-w.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return fmt.Errorf("audit: enqueue: %w", ctx.Err())
+	}
+}
+
 // Close stops the writer after the batch in flight, fails Appends still
 // waiting with ErrClosed, and closes the database. It is safe to call more
 // than once.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -365,5 +366,36 @@ func TestCloseWhileAppendingLosesNothingAcknowledged(t *testing.T) {
 	}
 	if int64(len(acked)) != rep.Records {
 		t.Fatalf("%d acknowledged, %d in the log", len(acked), rep.Records)
+	}
+}
+
+func TestEnqueuedRecordsAreCommittedInOrderAndSurviveClose(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "log", "audit.db")
+	keyPath := filepath.Join(dir, "key", "audit.key")
+	w, err := audit.Open(context.Background(), path, &audit.Options{KeyPath: keyPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		if err := w.Enqueue(context.Background(), &audit.Record{Kind: "node.outcome", RunID: "r", Status: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := audit.Replay(context.Background(), path, "r")
+	if err != nil || len(recs) != 100 {
+		t.Fatalf("%d records, %v", len(recs), err)
+	}
+	for i, r := range recs {
+		if r.Status != fmt.Sprint(i) {
+			t.Fatalf("record %d has status %s", i, r.Status)
+		}
+	}
+	pub, _ := audit.LoadPublicKey(audit.PublicKeyFile(keyPath))
+	if _, err := audit.Verify(context.Background(), path, pub); err != nil {
+		t.Fatal(err)
 	}
 }

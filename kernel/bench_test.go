@@ -12,9 +12,17 @@ import (
 )
 
 // BenchmarkAuditedNodeCall measures node calls through kernel.Invoke with
-// the real audit log: an intent record durable before each call and an
-// outcome after, group-committed across concurrent callers.
+// the real audit log, group-committed across concurrent callers: for a
+// consequential call (write) the intent is durable before the call runs;
+// for a pure one both records are queued in order.
 func BenchmarkAuditedNodeCall(b *testing.B) {
+	b.Run("consequential", func(b *testing.B) {
+		benchAudited(b, graph.Declare([]agent.Effect{agent.EffectWrite}, nil, nil), graph.Approve(graph.ApprovalNever))
+	})
+	b.Run("pure", func(b *testing.B) { benchAudited(b) })
+}
+
+func benchAudited(b *testing.B, opts ...graph.NodeOption) {
 	dir := b.TempDir()
 	w, err := audit.Open(context.Background(), dir+"/log/audit.db", &audit.Options{KeyPath: dir + "/key/audit.key"})
 	if err != nil {
@@ -22,7 +30,7 @@ func BenchmarkAuditedNodeCall(b *testing.B) {
 	}
 	defer w.Close()
 	k := kernel.New(&kernel.Options{Audit: w})
-	g, err := graph.New("bench").Add("echo", builtin.Echo()).Build(nil)
+	g, err := graph.New("bench").Add("echo", builtin.Echo(), opts...).Build(nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,9 +39,10 @@ func BenchmarkAuditedNodeCall(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		r := &kernel.Run{ID: "bench", RootID: "bench", Graph: "bench", Principal: "local:bench", Budget: kernel.NewBudget(0, 0)}
 		in := agent.Text("hello")
 		for pb.Next() {
+			// A run per call: the breaker and rate limits are per run.
+			r := &kernel.Run{ID: "bench", RootID: "bench", Graph: "bench", Principal: "local:bench", Budget: kernel.NewBudget(0, 0)}
 			if _, err := k.Invoke(context.Background(), &kernel.Call{Run: r, Node: n, Input: in, Attempt: 1}); err != nil {
 				b.Fatal(err)
 			}

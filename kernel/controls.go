@@ -154,13 +154,29 @@ func (k *Kernel) base(c *Call, kind, status, errText string) *audit.Record {
 	return r
 }
 
+// enqueuer is a sink that can take a record without waiting for it to be
+// durable (audit.Writer).
+type enqueuer interface {
+	Enqueue(ctx context.Context, r *audit.Record) error
+}
+
+// write appends r; durable waits for the commit, otherwise a sink that can
+// queue the record does so and returns at once.
+func (k *Kernel) write(ctx context.Context, r *audit.Record, durable bool) error {
+	if q, ok := k.opts.Audit.(enqueuer); ok && !durable {
+		return q.Enqueue(ctx, r)
+	}
+	_, err := k.opts.Audit.Append(ctx, r)
+	return err
+}
+
 // record writes an audit record that does not gate an action (a decision,
 // a denial); a failure is logged.
 func (k *Kernel) record(ctx context.Context, r *audit.Record) {
 	if k.opts.Audit == nil {
 		return
 	}
-	if _, err := k.opts.Audit.Append(context.WithoutCancel(ctx), r); err != nil {
+	if err := k.write(context.WithoutCancel(ctx), r, false); err != nil {
 		k.opts.Logger.Error("audit record not written", "kind", r.Kind, "err", err)
 	}
 }

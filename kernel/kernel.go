@@ -232,14 +232,15 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 		}
 	}
 
-	// Write-ahead: the intent is durable before the action starts.
+	// Write-ahead: the intent of a consequential call is durable before the
+	// action starts; any other call's intent is in the log's queue, in order.
 	if k.opts.Audit != nil {
 		r := k.base(c, audit.KindNodeIntent, "started", "")
 		r.Args, r.ApprovalDigest = args, digestIf(approval.Verdict == Approved, digest)
 		if approval.Verdict == Approved {
 			r.Decision, r.Approver = "approved", approval.Approver
 		}
-		if _, err := k.opts.Audit.Append(ctx, r); err != nil {
+		if err := k.write(ctx, r, consequential); err != nil {
 			return agent.Message{}, &AuditError{Err: err}
 		}
 	}
@@ -301,9 +302,10 @@ func (k *Kernel) outcome(ctx context.Context, c *Call, out agent.Message, err er
 	} else if v, verr := out.Value(); verr == nil {
 		r.ResultDigest = audit.Digest(v)
 	}
-	// The action already happened: a failed outcome write is logged, and
-	// the next intent write will fail closed if the log is really down.
-	if _, aerr := k.opts.Audit.Append(context.WithoutCancel(ctx), r); aerr != nil {
+	// The action already happened: the outcome need not be waited for. A
+	// failed write is logged, and the next consequential intent fails
+	// closed if the log is really down.
+	if aerr := k.write(context.WithoutCancel(ctx), r, false); aerr != nil {
 		k.opts.Logger.Error("audit outcome not written", "run", c.Run.ID, "node", c.Node.Name, "err", aerr)
 	}
 	return out, err

@@ -243,7 +243,7 @@ func TestAuditRecordsIntentBeforeActionAndOutcomeAfter(t *testing.T) {
 		recs, _ := audit.Replay(ctx, dir+"/log/audit.db", agent.CallInfoFrom(ctx).RunID)
 		seqAtAction.Store(int64(len(recs)))
 		return "ok", nil
-	}, nil)
+	}, &agent.FuncOptions{Effects: []agent.Effect{agent.EffectEgress}})
 	_ = s
 	r, _ := runner(t, &kernel.Options{Audit: w})
 	g := must(graph.New("audited").Add("post", probe).Build(nil))
