@@ -76,7 +76,7 @@ func open(ctx context.Context, path string, key ed25519.PrivateKey, opts *Option
 		key:      key,
 		now:      opts.Now,
 		maxBatch: opts.MaxBatch,
-		reqs:     make(chan *request),
+		reqs:     make(chan *request, 4096),
 		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
 	}

@@ -229,7 +229,11 @@ func (e *Engine) Run(ctx context.Context, s *Start) *run.Result {
 		Graph: s.Graph, Input: s.Input, Principal: s.Principal, RunID: id, Deadline: s.Deadline,
 		OnEvent: s.OnEvent, Resume: s.Resume,
 	})
-	if err := e.Store.SaveRun(context.WithoutCancel(ctx), res, s.Input, s.Source); err != nil {
+	save := e.Store.QueueRun
+	if !res.Status.Terminal() {
+		save = e.Store.SaveRun // it will be resumed: durable before we answer
+	}
+	if err := save(context.WithoutCancel(ctx), res, s.Input, s.Source); err != nil {
 		e.Logger.Error("run not saved", "run", id, "err", err)
 	}
 	return res

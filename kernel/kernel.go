@@ -175,7 +175,13 @@ type Call struct {
 	Attempt int
 	// Parent is the call whose agent called this tool; nil for a node.
 	Parent *Call
+
+	args json.RawMessage // canonical, redacted; set by Invoke for the audit log
 }
+
+// KindNodeCall is the single audit record of a call with no consequential
+// effect (none or read), written when it ends.
+const KindNodeCall = "node.call"
 
 // Invoke runs c's agent under every control. It is the only function that
 // calls Agent.Run.
@@ -217,6 +223,7 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 	consequential := n.Card.Consequential()
 	if consequential || k.opts.Audit != nil {
 		args, digest = k.canonicalArgs(c)
+		c.args = args
 	}
 	var approval Decision
 	if consequential {
@@ -233,14 +240,15 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 	}
 
 	// Write-ahead: the intent of a consequential call is durable before the
-	// action starts; any other call's intent is in the log's queue, in order.
-	if k.opts.Audit != nil {
+	// action starts. A call with no consequential effect gets one record,
+	// written when it ends (kernel.outcome), holding its arguments too.
+	if k.opts.Audit != nil && consequential {
 		r := k.base(c, audit.KindNodeIntent, "started", "")
 		r.Args, r.ApprovalDigest = args, digestIf(approval.Verdict == Approved, digest)
 		if approval.Verdict == Approved {
 			r.Decision, r.Approver = "approved", approval.Approver
 		}
-		if err := k.write(ctx, r, consequential); err != nil {
+		if err := k.write(ctx, r, true); err != nil {
 			return agent.Message{}, &AuditError{Err: err}
 		}
 	}
@@ -297,6 +305,11 @@ func (k *Kernel) outcome(ctx context.Context, c *Call, out agent.Message, err er
 		return out, err
 	}
 	r := k.base(c, audit.KindNodeOutcome, "succeeded", "")
+	if !c.Node.Card.Consequential() {
+		// The only record of a pure call: what it was given, how it ended.
+		r = k.base(c, KindNodeCall, "succeeded", "")
+		r.Args = c.args
+	}
 	if err != nil {
 		r.Status, r.Error = "failed", truncate(k.Redact(err.Error()), 500)
 	} else if v, verr := out.Value(); verr == nil {

@@ -251,6 +251,10 @@ func TestAuditRecordsIntentBeforeActionAndOutcomeAfter(t *testing.T) {
 	if res.Status != run.StatusSucceeded {
 		t.Fatal(res.Error)
 	}
+	// Outcomes are queued, not waited for: closing the writer commits them.
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	recs, err := audit.Replay(context.Background(), dir+"/log/audit.db", res.RunID)
 	if err != nil {
 		t.Fatal(err)

@@ -59,6 +59,16 @@ type Store struct {
 	db      *sql.DB
 	timeout time.Duration
 	now     func() time.Time
+
+	saves   chan *saveReq
+	closing chan struct{}
+	done    chan struct{}
+}
+
+// saveReq is one run waiting to be written by the group committer.
+type saveReq struct {
+	args  []any
+	reply chan error
 }
 
 // Options configures Open. Nil means the defaults.
@@ -84,7 +94,9 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	db.SetMaxOpenConns(4)
+	// One connection: writers queue in Go instead of sleeping in SQLite's
+	// busy handler.
+	db.SetMaxOpenConns(1)
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store %s: %w", path, err)
@@ -101,7 +113,8 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
-	s := &Store{db: db, timeout: time.Hour, now: time.Now}
+	s := &Store{db: db, timeout: time.Hour, now: time.Now,
+		saves: make(chan *saveReq, 1024), closing: make(chan struct{}), done: make(chan struct{})}
 	if opts != nil {
 		if opts.ApprovalTimeout > 0 {
 			s.timeout = opts.ApprovalTimeout
@@ -110,11 +123,81 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 			s.now = opts.Now
 		}
 	}
+	go s.committer()
 	return s, nil
 }
 
-// Close closes the store.
-func (s *Store) Close() error { return s.db.Close() }
+// Close stops the committer after what it holds and closes the store.
+func (s *Store) Close() error {
+	select {
+	case <-s.closing:
+	default:
+		close(s.closing)
+	}
+	<-s.done
+	return s.db.Close()
+}
+
+const saveRunSQL = `INSERT INTO runs(id, graph, principal, status, input, result, checkpoint, source, created_at, updated_at)
+		VALUES (?,?,?,?,?,?,?,?,?,?)
+		ON CONFLICT(id) DO UPDATE SET status=excluded.status, result=excluded.result, checkpoint=excluded.checkpoint, updated_at=excluded.updated_at`
+
+// committer writes the runs saved concurrently in one transaction (group
+// commit), so many runs finishing at once share one commit.
+func (s *Store) committer() {
+	defer close(s.done)
+	batch := make([]*saveReq, 0, 256)
+	for {
+		select {
+		case r := <-s.saves:
+			batch = append(batch[:0], r)
+		case <-s.closing:
+			for {
+				select {
+				case r := <-s.saves:
+					s.commit([]*saveReq{r})
+				default:
+					return
+				}
+			}
+		}
+	collect:
+		for len(batch) < cap(batch) {
+			select {
+			case r := <-s.saves:
+				batch = append(batch, r)
+			default:
+				break collect
+			}
+		}
+		s.commit(batch)
+		clear(batch)
+	}
+}
+
+func (s *Store) commit(batch []*saveReq) {
+	err := func() error {
+		tx, err := s.db.Begin()
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		stmt, err := tx.Prepare(saveRunSQL)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, r := range batch {
+			if _, err := stmt.Exec(r.args...); err != nil {
+				return err
+			}
+		}
+		return tx.Commit()
+	}()
+	for _, r := range batch {
+		r.reply <- err
+	}
+}
 
 // RunRecord is a persisted run.
 type RunRecord struct {
@@ -126,8 +209,19 @@ type RunRecord struct {
 }
 
 // SaveRun writes (or replaces) a run with its input, checkpoint and the
-// topology file it came from.
+// topology file it came from, and returns once it is committed.
 func (s *Store) SaveRun(ctx context.Context, res *run.Result, input agent.Message, source string) error {
+	return s.saveRun(ctx, res, input, source, true)
+}
+
+// QueueRun hands a finished run to the group committer without waiting for
+// the commit: for runs nobody will resume (every terminal status). A run
+// that waits for approval is saved with SaveRun.
+func (s *Store) QueueRun(ctx context.Context, res *run.Result, input agent.Message, source string) error {
+	return s.saveRun(ctx, res, input, source, false)
+}
+
+func (s *Store) saveRun(ctx context.Context, res *run.Result, input agent.Message, source string, wait bool) error {
 	rb, err := json.Marshal(res)
 	if err != nil {
 		return fmt.Errorf("store: encode run: %w", err)
@@ -141,11 +235,18 @@ func (s *Store) SaveRun(ctx context.Context, res *run.Result, input agent.Messag
 		return fmt.Errorf("store: encode checkpoint: %w", err)
 	}
 	now := s.now().UnixNano()
-	_, err = s.db.ExecContext(ctx, `INSERT INTO runs(id, graph, principal, status, input, result, checkpoint, source, created_at, updated_at)
-		VALUES (?,?,?,?,?,?,?,?,?,?)
-		ON CONFLICT(id) DO UPDATE SET status=excluded.status, result=excluded.result, checkpoint=excluded.checkpoint, updated_at=excluded.updated_at`,
-		res.RunID, res.Graph, res.Principal, string(res.Status), ib, rb, cb, source, now, now)
-	if err != nil {
+	req := &saveReq{args: []any{res.RunID, res.Graph, res.Principal, string(res.Status), ib, rb, cb, source, now, now}, reply: make(chan error, 1)}
+	select {
+	case s.saves <- req:
+	case <-s.closing:
+		return fmt.Errorf("store: save run %s: the store is closed", res.RunID)
+	case <-ctx.Done():
+		return fmt.Errorf("store: save run %s: %w", res.RunID, ctx.Err())
+	}
+	if !wait {
+		return nil
+	}
+	if err := <-req.reply; err != nil {
 		return fmt.Errorf("store: save run %s: %w", res.RunID, err)
 	}
 	return nil

@@ -263,6 +263,9 @@ func load(ctx context.Context, o Options) (*Report, error) {
 		go func() {
 			defer wg.Done()
 			mine := make([]time.Duration, 0, o.Requests/o.Connections+1)
+			// Keep what was measured even when the time limit cuts a
+			// request off.
+			defer func() { lat[w] = mine }()
 			buf := make([]byte, 0, 2048)
 			for ctx.Err() == nil && issued.Add(1) <= int64(o.Requests) {
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
@@ -288,7 +291,6 @@ func load(ctx context.Context, o Options) (*Report, error) {
 				}
 				mine = append(mine, time.Since(t0))
 			}
-			lat[w] = mine
 		}()
 	}
 	wg.Wait()
