@@ -5,7 +5,9 @@ package graph
 // untrusted data and sensitive data. A node holding all three does not run
 // without a human approval.
 type RuleOfTwoRow struct {
-	Node          string   `json:"node"`
+	Node string `json:"node"`
+	// Tool is set for a row about a graph tool (called by a model, not scheduled).
+	Tool          bool     `json:"tool,omitempty"`
 	Effects       []string `json:"effects"`
 	Consequential bool     `json:"consequential"`
 	// UntrustedFrom lists the sources of untrusted data in the run (nodes that
@@ -32,10 +34,10 @@ func (g *Graph) RuleOfTwo() []RuleOfTwoRow {
 			sensitive = append(sensitive, n.Name)
 		}
 	}
-	rows := make([]RuleOfTwoRow, 0, len(g.Nodes))
-	for _, n := range g.Nodes {
+	rows := make([]RuleOfTwoRow, 0, len(g.Nodes)+len(g.Tools))
+	for _, n := range append(append([]*Node{}, g.Nodes...), g.Tools...) {
 		r := RuleOfTwoRow{
-			Node: n.Name, Consequential: n.Card.Consequential(),
+			Node: n.Name, Tool: n.Index < 0, Consequential: n.Card.Consequential(),
 			UntrustedFrom: untrusted, SensitiveFrom: sensitive, Approval: string(n.Approval),
 		}
 		r.Effects = []string{}
@@ -51,6 +53,8 @@ func (g *Graph) RuleOfTwo() []RuleOfTwoRow {
 			r.Verdict = "approval required when untrusted and sensitive data meet"
 		case n.Approval == ApprovalRequired:
 			r.Verdict = "approval required (declared)"
+		case r.Consequential && n.Index < 0:
+			r.Verdict = "approval required when a model calls it on untrusted input"
 		case r.Consequential:
 			r.Verdict = "approval required on untrusted input"
 		default:

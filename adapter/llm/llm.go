@@ -137,8 +137,10 @@ func apiKey(p Provider, cfg Config, node *graph.NodeSpec) (string, error) {
 	return "", fmt.Errorf("provider %s needs an API key: declare secrets: [%s] on the node (or name another secret with api_key_secret:)", p.Name, name)
 }
 
-// Card describes the agent: kind llm, reads from outside, effect egress
-// (the prompt leaves the process), and its API-key secret.
+// Card describes the agent: kind llm, reads from outside, effect read (the
+// endpoint is the operator's, guarded by the node's egress policy; what the
+// model chooses to do goes through tools, each with its own effects), and
+// its API-key secret.
 func (a *Agent) Card() agent.Card { return a.card }
 
 // Close releases the agent's idle connections.

@@ -224,3 +224,37 @@ func TestAuditVerifyNamesTheFirstTamperedRecord(t *testing.T) {
 		t.Fatalf("tampered log: exit %d %s", code, errs)
 	}
 }
+
+func TestInspectShowsToolsInTheRuleOfTwoTable(t *testing.T) {
+	f := writeFile(t, "r.yaml", `name: r
+nodes:
+  - {name: secret, agent: builtin:echo, sensitive: true}
+  - {name: ask, agent: builtin:echo, tools: [post]}
+tools:
+  - {name: post, agent: builtin:echo, effects: [egress], egress: [api.example.com]}
+`)
+	code, out, errs := babel(t, "", "inspect", f)
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	var v struct {
+		Nodes []struct {
+			Name  string   `json:"name"`
+			Tools []string `json:"tools"`
+		} `json:"nodes"`
+		Tools     []struct{ Name string } `json:"tools"`
+		RuleOfTwo []struct {
+			Node     string `json:"node"`
+			Tool     bool   `json:"tool"`
+			AllThree bool   `json:"all_three"`
+		} `json:"rule_of_two"`
+	}
+	json.Unmarshal([]byte(out), &v)
+	if len(v.Tools) != 1 || v.Tools[0].Name != "post" || len(v.Nodes[1].Tools) != 1 {
+		t.Fatalf("%s", out)
+	}
+	last := v.RuleOfTwo[len(v.RuleOfTwo)-1]
+	if last.Node != "post" || !last.Tool || !last.AllThree {
+		t.Fatalf("the tool's row: %+v", last)
+	}
+}

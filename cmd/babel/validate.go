@@ -47,6 +47,7 @@ type inspectNode struct {
 	Branch       map[string]any  `json:"branch,omitempty"`
 	Loop         map[string]any  `json:"loop,omitempty"`
 	Gate         map[string]any  `json:"gate,omitempty"`
+	Tools        []string        `json:"tools,omitempty"`
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
 }
 
@@ -68,8 +69,18 @@ func (e *env) inspectCmd() *cobra.Command {
 }
 
 func inspect(g *graph.Graph) map[string]any {
-	nodes := make([]inspectNode, 0, len(g.Nodes))
-	for _, n := range g.Nodes {
+	nodes := describe(g, g.Nodes)
+	tools := describe(g, g.Tools)
+	return map[string]any{
+		"name": g.Name, "description": g.Description, "input_schema": g.InputSchema,
+		"limits": map[string]any{"deadline": durOrNil(g.Limits.Deadline), "max_steps": g.Limits.MaxSteps, "max_tokens": g.Limits.MaxTokens},
+		"nodes":  nodes, "tools": tools, "rule_of_two": g.RuleOfTwo(),
+	}
+}
+
+func describe(g *graph.Graph, list []*graph.Node) []inspectNode {
+	nodes := make([]inspectNode, 0, len(list))
+	for _, n := range list {
 		in := inspectNode{
 			Name: n.Name, Kind: n.Card.Kind, Agent: n.Card.Name, After: names(g, n.Upstream),
 			Effects: []string{}, Egress: nonNil(n.Card.Egress), AllowPrivate: nonNil(n.AllowPrivate),
@@ -96,13 +107,12 @@ func inspect(g *graph.Graph) map[string]any {
 		if gt := n.Gate; gt != nil {
 			in.Gate = map[string]any{"on_fail": gt.OnFail, "retries": gt.Retries}
 		}
+		for _, t := range n.Tools {
+			in.Tools = append(in.Tools, t.Name)
+		}
 		nodes = append(nodes, in)
 	}
-	return map[string]any{
-		"name": g.Name, "description": g.Description, "input_schema": g.InputSchema,
-		"limits": map[string]any{"deadline": durOrNil(g.Limits.Deadline), "max_steps": g.Limits.MaxSteps, "max_tokens": g.Limits.MaxTokens},
-		"nodes":  nodes, "rule_of_two": g.RuleOfTwo(),
-	}
+	return nodes
 }
 
 func durOrNil(d time.Duration) any {
