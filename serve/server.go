@@ -66,6 +66,8 @@ type Options struct {
 	Store service.RunStore
 	// Approvals serves /v1/approvals; nil answers 501.
 	Approvals http.Handler
+	// Kill serves POST /v1/kill (the global kill switch); nil answers 501.
+	Kill http.Handler
 	// Logger receives errors (with correlation ids) and refusals; nil
 	// discards. Give it a redacting handler.
 	Logger *slog.Logger
@@ -166,7 +168,7 @@ func (s *Server) routes(o Options) http.Handler {
 	wt := s.cfg.WriteTimeout.D()
 	handle := func(pattern string, h http.Handler) { mux.Handle(pattern, s.metrics.instrument(pattern, h)) }
 
-	mux.Handle("/v1/", rest.New(s.svc, &rest.Options{Logger: s.log, WriteTimeout: wt, Approvals: o.Approvals,
+	mux.Handle("/v1/", rest.New(s.svc, &rest.Options{Logger: s.log, WriteTimeout: wt, Approvals: o.Approvals, Kill: o.Kill,
 		Instrument: s.metrics.instrument}))
 
 	mcpOpts := &mcpserver.Options{Version: o.Version, Logger: s.log}

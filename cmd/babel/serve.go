@@ -20,6 +20,7 @@ import (
 	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/run"
 	"github.com/babelagent/babel/serve"
+	"github.com/babelagent/babel/serve/admin"
 	"github.com/babelagent/babel/serve/approvals"
 	"github.com/babelagent/babel/serve/service"
 	"github.com/babelagent/babel/store"
@@ -71,7 +72,8 @@ func (e *env) serveCmd() *cobra.Command {
 			resume := &lateStarter{}
 			srv, err := serve.New(graphs, cfg, &serve.Options{Tokens: tokens, LocalPrincipal: e.principal(),
 				Executor: x, Authorizer: eng, Redactor: eng.Redactor, Logger: eng.Logger, Version: version(),
-				Approvals: approvalsHandler(eng, resume)})
+				Approvals: approvalsHandler(eng, resume),
+				Kill:      admin.KillHandler(eng, func(err error) bool { return errors.Is(err, engine.ErrForbidden) }, eng.Logger)})
 			if err != nil {
 				return badInput(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -131,5 +132,94 @@ nodes:
 	}
 	if code, _ := s.do(t, "POST", "/v1/approvals/nope", map[string]any{"decision": "approve", "digest": "sha256:x"}); code != 404 {
 		t.Fatalf("unknown approval: %d", code)
+	}
+}
+
+// slowPeer is a loopback HTTP peer that holds each request until the
+// client goes away, and records when it saw the connection close.
+type slowPeer struct {
+	srv    *httptest.Server
+	closed chan time.Time
+}
+
+func newSlowPeer(t *testing.T) *slowPeer {
+	p := &slowPeer{closed: make(chan time.Time, 8)}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read the body: only then does net/http watch the connection and
+		// cancel r.Context() when the client goes away.
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+			p.closed <- time.Now()
+		case <-time.After(30 * time.Second):
+		}
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func slowGraph(t *testing.T, p *slowPeer) string {
+	return writeFile(t, "slow.yaml", `name: slow
+nodes:
+  - name: call
+    agent: {http: {url: "`+p.srv.URL+`/slow", method: POST}}
+    allow_private: ["`+strings.TrimPrefix(p.srv.URL, "http://")+`"]
+`)
+}
+
+func TestCancelClosesTheInFlightConnectionWithinASecond(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	p := newSlowPeer(t)
+	s := startServe(t, slowGraph(t, p))
+	code, v := s.do(t, "POST", "/v1/graphs/slow/runs", map[string]any{"input": map[string]any{"x": 1}})
+	if code != 202 {
+		t.Fatalf("%d %v", code, v)
+	}
+	id := v["run_id"].(string)
+	time.Sleep(200 * time.Millisecond) // the call is in flight
+	cancelled := time.Now()
+	if code, v := s.do(t, "POST", "/v1/runs/"+id+"/cancel", nil); code != 200 && code != 202 {
+		t.Fatalf("cancel: %d %v", code, v)
+	}
+	select {
+	case at := <-p.closed:
+		if d := at.Sub(cancelled); d > time.Second {
+			t.Fatalf("the peer saw the connection close %v after the cancel", d)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the peer never saw the connection close")
+	}
+}
+
+func TestKillSwitchOverRESTStopsRunsAndRefusesNewOnes(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	p := newSlowPeer(t)
+	s := startServe(t, slowGraph(t, p))
+	code, v := s.do(t, "POST", "/v1/graphs/slow/runs", map[string]any{"input": map[string]any{"x": 1}})
+	if code != 202 {
+		t.Fatalf("%d %v", code, v)
+	}
+	time.Sleep(200 * time.Millisecond)
+	killed := time.Now()
+	if code, v := s.do(t, "POST", "/v1/kill", map[string]any{"engage": true}); code != 200 || v["kill_switch"] != "engaged" {
+		t.Fatalf("kill: %d %v", code, v)
+	}
+	select {
+	case at := <-p.closed:
+		if d := at.Sub(killed); d > time.Second {
+			t.Fatalf("in-flight call stopped %v after the kill", d)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the kill switch did not stop the in-flight call")
+	}
+	code, v = s.do(t, "POST", "/v1/graphs/slow/runs", map[string]any{"input": map[string]any{"x": 1}, "wait": true})
+	if code == 200 && v["status"] == "succeeded" {
+		t.Fatalf("a run started while the kill switch is engaged: %v", v)
+	}
+	if code, v := s.do(t, "POST", "/v1/kill", map[string]any{"engage": "yes"}); code != 400 {
+		t.Fatalf("a malformed kill: %d %v", code, v)
+	}
+	if code, _ := s.do(t, "POST", "/v1/kill", map[string]any{"engage": false}); code != 200 {
+		t.Fatalf("release: %d", code)
 	}
 }

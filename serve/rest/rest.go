@@ -46,6 +46,8 @@ type Options struct {
 	// answers 501 until the approvals store exists. It is called with the
 	// principal in the request's context (service.PrincipalFrom).
 	Approvals http.Handler
+	// Kill serves POST /v1/kill; nil answers 501.
+	Kill http.Handler
 	// Instrument wraps each route's handler (for metrics); nil leaves them.
 	Instrument func(pattern string, h http.Handler) http.Handler
 }
@@ -92,6 +94,11 @@ func New(svc *service.Service, opts *Options) http.Handler {
 	handle("GET /v1/runs/{id}", http.HandlerFunc(h.getRun))
 	handle("GET /v1/runs/{id}/events", http.HandlerFunc(h.events))
 	handle("POST /v1/runs/{id}/cancel", http.HandlerFunc(h.cancel))
+	kill := h.opts.Kill
+	if kill == nil {
+		kill = http.HandlerFunc(h.approvalsNotImplemented)
+	}
+	handle("POST /v1/kill", kill)
 	handle("GET /v1/approvals", approvals)
 	handle("POST /v1/approvals/{id}", approvals)
 	handle("GET /v1/openapi.json", http.HandlerFunc(h.openAPI))
