@@ -82,3 +82,23 @@ func TokensLeft(ctx context.Context) bool {
 	}
 	return true
 }
+
+// UsageMeter is a Meter that also prices model usage per model (cost
+// budgets from the operator's price table).
+type UsageMeter interface {
+	Meter
+	// Usage charges one model response's tokens, priced for model.
+	Usage(model string, inputTokens, outputTokens int64) error
+}
+
+// ChargeUsage charges a model response to the current run: its tokens, and
+// its cost where the run has a price table. A no-op outside a run.
+func ChargeUsage(ctx context.Context, model string, inputTokens, outputTokens int64) error {
+	switch m := ctx.Value(meterKey{}).(type) {
+	case UsageMeter:
+		return m.Usage(model, inputTokens, outputTokens)
+	case Meter:
+		return m.Tokens(inputTokens + outputTokens)
+	}
+	return nil
+}

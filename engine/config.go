@@ -19,6 +19,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/run"
 )
 
@@ -38,6 +39,9 @@ type Config struct {
 	// Limits are the defaults for every run; each must be within the
 	// compiled-in ceilings or Open fails.
 	Limits LimitsConfig `json:"limits,omitempty"`
+	// Prices replaces the model price table cost budgets use (US dollars per
+	// million tokens; "*" prices unlisted models).
+	Prices kernel.Prices `json:"prices,omitempty"`
 	// ApprovalTimeout denies approvals not decided in time (default 1h).
 	ApprovalTimeout graph.Duration `json:"approval_timeout,omitempty"`
 	// UnsafeDisableRuleOfTwo and UnsafeDisableAudit turn a control off.
@@ -55,6 +59,7 @@ type LimitsConfig struct {
 	Deadline    graph.Duration `json:"deadline,omitempty"`
 	MaxSteps    int            `json:"max_steps,omitempty"`
 	MaxTokens   int            `json:"max_tokens,omitempty"`
+	MaxCostUSD  float64        `json:"max_cost_usd,omitempty"`
 	Concurrency int            `json:"concurrency,omitempty"`
 }
 
@@ -130,6 +135,14 @@ func (c *Config) validate() error {
 	}
 	if l.MaxTokens < 0 || l.MaxTokens > run.Ceilings.MaxTokens {
 		errs = append(errs, fmt.Errorf("limits.max_tokens %d is above the ceiling of %d", l.MaxTokens, run.Ceilings.MaxTokens))
+	}
+	if l.MaxCostUSD < 0 || l.MaxCostUSD > run.Ceilings.MaxCostUSD {
+		errs = append(errs, fmt.Errorf("limits.max_cost_usd %g is above the ceiling of %g", l.MaxCostUSD, run.Ceilings.MaxCostUSD))
+	}
+	for m, p := range c.Prices {
+		if p.InputPerMTok < 0 || p.OutputPerMTok < 0 {
+			errs = append(errs, fmt.Errorf("prices.%s: a price cannot be negative", m))
+		}
 	}
 	if l.Concurrency < 0 || l.Concurrency > 4096 {
 		errs = append(errs, fmt.Errorf("limits.concurrency %d is above the ceiling of 4096", l.Concurrency))

@@ -131,7 +131,8 @@ func Open(ctx context.Context, cfg Config, opts *Options) (*Engine, error) {
 	})
 	e.Runner, err = run.NewRunner(&run.Config{Kernel: e.Kernel, Concurrency: cfg.Limits.Concurrency, Limits: run.Limits{
 		Deadline: cfg.Limits.Deadline.D(), MaxSteps: cfg.Limits.MaxSteps, MaxTokens: cfg.Limits.MaxTokens,
-	}})
+		MaxCostUSD: cfg.Limits.MaxCostUSD,
+	}, Prices: cfg.Prices})
 	if err != nil {
 		e.Close()
 		return nil, err
@@ -230,8 +231,10 @@ func (e *Engine) Run(ctx context.Context, s *Start) *run.Result {
 		OnEvent: s.OnEvent, Resume: s.Resume,
 	})
 	save := e.Store.QueueRun
-	if !res.Status.Terminal() {
-		save = e.Store.SaveRun // it will be resumed: durable before we answer
+	if !res.Status.Terminal() || s.Resume != nil {
+		// It will be resumed, or it replaces a stored paused run: durable
+		// before we answer, so nobody resumes it twice.
+		save = e.Store.SaveRun
 	}
 	if err := save(context.WithoutCancel(ctx), res, s.Input, s.Source); err != nil {
 		e.Logger.Error("run not saved", "run", id, "err", err)

@@ -20,13 +20,15 @@ type Limits struct {
 	Deadline  time.Duration
 	MaxSteps  int
 	MaxTokens int
+	// MaxCostUSD caps a run's model spend, priced by Config.Prices.
+	MaxCostUSD float64
 }
 
 // DefaultLimits apply to every run whoever starts it; Ceilings can't be
 // exceeded by configuration, a graph or a caller.
 var (
-	DefaultLimits = Limits{Deadline: 5 * time.Minute, MaxSteps: 1000, MaxTokens: 200_000}
-	Ceilings      = Limits{Deadline: time.Hour, MaxSteps: 100_000, MaxTokens: 10_000_000}
+	DefaultLimits = Limits{Deadline: 5 * time.Minute, MaxSteps: 1000, MaxTokens: 200_000, MaxCostUSD: 5}
+	Ceilings      = Limits{Deadline: time.Hour, MaxSteps: 100_000, MaxTokens: 10_000_000, MaxCostUSD: 1000}
 )
 
 // MaxDelegationDepth bounds how deep runs may start sub-runs.
@@ -41,6 +43,9 @@ type Config struct {
 	// Limits are the defaults for each run; zero fields take DefaultLimits.
 	// A field above its ceiling is an error from NewRunner.
 	Limits Limits
+	// Prices is the table model spend is priced by; nil means
+	// kernel.DefaultPrices.
+	Prices kernel.Prices
 	// Grace is how long a cancelled or timed-out run waits for in-flight
 	// nodes to return before it reports (default 200ms).
 	Grace time.Duration
@@ -52,6 +57,7 @@ type Runner struct {
 	sem    chan struct{}
 	limits Limits
 	grace  time.Duration
+	prices kernel.Prices
 
 	mu     sync.Mutex
 	active map[*exec]struct{}
@@ -82,6 +88,12 @@ func NewRunner(cfg *Config) (*Runner, error) {
 	if l.MaxTokens == 0 {
 		l.MaxTokens = DefaultLimits.MaxTokens
 	}
+	if l.MaxCostUSD == 0 {
+		l.MaxCostUSD = DefaultLimits.MaxCostUSD
+	}
+	if c.Prices == nil {
+		c.Prices = kernel.DefaultPrices()
+	}
 	switch {
 	case l.Deadline < 0 || l.Deadline > Ceilings.Deadline:
 		return nil, fmt.Errorf("run deadline %v is outside (0, %v]", l.Deadline, Ceilings.Deadline)
@@ -89,8 +101,10 @@ func NewRunner(cfg *Config) (*Runner, error) {
 		return nil, fmt.Errorf("max steps %d is outside (0, %d]", l.MaxSteps, Ceilings.MaxSteps)
 	case l.MaxTokens < 0 || l.MaxTokens > Ceilings.MaxTokens:
 		return nil, fmt.Errorf("max tokens %d is outside (0, %d]", l.MaxTokens, Ceilings.MaxTokens)
+	case l.MaxCostUSD < 0 || l.MaxCostUSD > Ceilings.MaxCostUSD:
+		return nil, fmt.Errorf("max cost $%g is outside (0, %g]", l.MaxCostUSD, Ceilings.MaxCostUSD)
 	}
-	r := &Runner{k: c.Kernel, sem: make(chan struct{}, c.Concurrency), limits: l, grace: c.Grace, active: map[*exec]struct{}{}}
+	r := &Runner{k: c.Kernel, sem: make(chan struct{}, c.Concurrency), limits: l, grace: c.Grace, prices: c.Prices, active: map[*exec]struct{}{}}
 	c.Kernel.Kill().OnEngage(r.killAll)
 	return r, nil
 }
@@ -173,6 +187,7 @@ func (r *Runner) Run(ctx context.Context, req *Request) *Result {
 		}
 	} else {
 		kr.Budget = kernel.NewBudget(steps, tokens)
+		kr.Budget.MaxCostMicros, kr.Budget.Prices = int64(r.limits.MaxCostUSD*1e6), r.prices
 	}
 	e := newExec(r, g, kr, req.OnEvent)
 	e.resume = maps.Clone(req.Resume)

@@ -270,3 +270,25 @@ func TestAPIKeyNeverLeavesInTheRun(t *testing.T) {
 		}
 	}
 }
+
+func TestCostBudgetStopsTheModelFromThePriceTable(t *testing.T) {
+	w := setup(t)
+	k := kernel.New(&kernel.Options{
+		Secrets:   broker.New(secrets.NewEnv([]string{"OPENAI_API_KEY=sk-test-5f3c0a9e1b2d4c6f8a7e"}), secrets.NewRedactor()),
+		Approvals: w.approvals,
+	})
+	// gpt-4o-mini at $0.15 / $0.60 per million tokens: the first answer
+	// (100 in, 20 out) costs 27 millionths of a dollar, over a 10 cap.
+	r, err := run.NewRunner(&run.Config{Kernel: k, Limits: run.Limits{MaxCostUSD: 0.00001},
+		Prices: kernel.Prices{"gpt-4o-mini": {InputPerMTok: 0.15, OutputPerMTok: 0.60}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := r.Run(context.Background(), &run.Request{Graph: w.graph, Input: agent.JSON([]byte(`{}`)), Principal: "local:alice"})
+	if res.Status != run.StatusLimitExceeded || !strings.Contains(res.Error, "cost") {
+		t.Fatalf("%s %q", res.Status, res.Error)
+	}
+	if w.model.calls != 1 || w.attacker.hits.Load() != 0 {
+		t.Fatalf("model calls %d, attacker hits %d: the budget must stop before the next call", w.model.calls, w.attacker.hits.Load())
+	}
+}

@@ -23,7 +23,7 @@
 // Every request goes through the egress guard built from the node's
 // declarations; the API key is a secret the node declares, read from
 // agent.SecretsFrom at call time. After each model response the usage is
-// charged with agent.ChargeTokens, and the run stops when its budget is
+// charged with agent.ChargeUsage (tokens, and cost from the operator's price table), and the run stops when its budget is
 // spent.
 //
 // This package must never: put a tool's output or description, or anything

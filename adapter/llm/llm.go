@@ -192,7 +192,7 @@ func (a *Agent) Run(ctx context.Context, in agent.Message) (agent.Message, error
 		}
 		st.usage.InputTokens += resp.Usage.InputTokens
 		st.usage.OutputTokens += resp.Usage.OutputTokens
-		if err := agent.ChargeTokens(ctx, resp.Usage.Total()); err != nil {
+		if err := agent.ChargeUsage(ctx, a.cfg.Model, resp.Usage.InputTokens, resp.Usage.OutputTokens); err != nil {
 			return agent.Message{}, fmt.Errorf("%s: the model's answer used %d tokens: %w", a.peer, resp.Usage.Total(), err)
 		}
 		if len(resp.ToolCalls) == 0 {
