@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/babelagent/babel/agent"
@@ -36,17 +37,23 @@ type completion struct {
 	dur      time.Duration
 }
 
-// exec is one run in progress. Only the coordinator goroutine touches its
-// fields; node goroutines talk to it through done.
+// exec is one run in progress. Its state is guarded by mu: a node's
+// goroutine applies the node's completion itself and goes straight on with
+// one successor that became ready (a chain runs on one goroutine), while
+// the caller's goroutine only waits for the run to go idle, its deadline or
+// its cancellation.
 type exec struct {
-	r         *Runner
-	g         *graph.Graph
-	kr        *kernel.Run
-	onEvent   func(Event)
-	states    []nodeState
-	done      chan completion
-	stop      chan struct{} // closed when the coordinator returns: late senders give up
-	watch     watch         // the deadlines of the attempts in flight
+	r       *Runner
+	g       *graph.Graph
+	kr      *kernel.Run
+	onEvent func(Event)
+	watch   watch // the deadlines of the attempts in flight
+
+	mu     sync.Mutex
+	states []nodeState
+	ready  []launch      // nodes started under mu, waiting for a goroutine
+	idle   chan struct{} // signalled when nothing is running
+	closed bool          // the run has reported: late completions are dropped
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	running   int
@@ -57,12 +64,17 @@ type exec struct {
 	failErr error
 }
 
+// launch is a node to run on some goroutine.
+type launch struct {
+	i, gen int
+	in     agent.Message
+}
+
 func newExec(r *Runner, g *graph.Graph, kr *kernel.Run, onEvent func(Event)) *exec {
 	e := &exec{
 		r: r, g: g, kr: kr, onEvent: onEvent,
 		states: make([]nodeState, len(g.Nodes)),
-		done:   make(chan completion, len(g.Nodes)),
-		stop:   make(chan struct{}),
+		idle:   make(chan struct{}, 1),
 	}
 	for i := range e.states {
 		e.states[i].status = NodePending
@@ -88,7 +100,6 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	defer dcancel()
 	e.ctx, e.cancel = context.WithCancelCause(dctx)
 	defer e.cancel(nil)
-	defer close(e.stop)
 	defer e.watch.stop()
 	e.r.mu.Lock()
 	e.r.active[e] = struct{}{}
@@ -102,9 +113,9 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	var endSpan func(string)
 	e.ctx, endSpan = e.r.k.StartRun(e.ctx, e.kr)
 	defer func() { endSpan(string(e.status)) }()
+	e.mu.Lock()
 	e.status = StatusRunning
 	e.emit(EventRunStarted, "", nil)
-
 	if err := input.Validate(); err != nil {
 		e.status, e.failErr = StatusFailed, fmt.Errorf("input: %w", err)
 	} else {
@@ -112,18 +123,28 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 			e.start(i, input)
 		}
 	}
+	e.launch(false)
+	busy := e.running > 0
+	e.mu.Unlock()
 
-	for e.running > 0 {
+	for busy {
 		select {
-		case c := <-e.done:
-			e.complete(c)
+		case <-e.idle:
 		case <-e.ctx.Done():
 			e.interrupt()
 		}
+		e.mu.Lock()
+		busy = e.running > 0
+		e.mu.Unlock()
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.status == StatusRunning && e.ctx.Err() != nil {
+		e.mu.Unlock()
 		e.interrupt() // ended before any node could start
+		e.mu.Lock()
 	}
+	e.closed = true
 	e.finish(res)
 	res.FinishedAt = time.Now()
 	e.emit(EventRunFinished, "", func(ev *Event) {
@@ -134,28 +155,55 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	return res
 }
 
+// launch starts goroutines for the nodes made ready under mu. With inline,
+// the first is left for the calling goroutine and returned. mu is held.
+func (e *exec) launch(inline bool) (launch, bool) {
+	ready := e.ready
+	e.ready = e.ready[:0:0]
+	if e.running == 0 {
+		select {
+		case e.idle <- struct{}{}:
+		default:
+		}
+	}
+	var first launch
+	keep := inline && len(ready) > 0
+	if keep {
+		first, ready = ready[0], ready[1:]
+	}
+	for _, l := range ready {
+		go e.nodeGoroutine(l)
+	}
+	return first, keep
+}
+
+// deliver applies a node's completion and starts what became ready; with
+// inline, it hands the calling goroutine one ready node to run next.
+func (e *exec) deliver(c completion, inline bool) (launch, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return launch{}, false
+	}
+	e.complete(c)
+	return e.launch(inline)
+}
+
 // interrupt handles the run's context ending: deadline, cancel, fail-fast
 // or pause. In-flight nodes are cancelled and given a grace period.
 func (e *exec) interrupt() {
-	cause := context.Cause(e.ctx)
-	if e.status == StatusRunning {
-		switch {
-		case errors.Is(cause, errDeadline):
-			e.status, e.failErr = StatusLimitExceeded, &kernel.LimitError{Limit: "run deadline"}
-		case errors.Is(cause, errFailed), errors.Is(cause, errPaused):
-		case errors.Is(cause, errKilled):
-			e.status, e.failErr = StatusCancelled, errKilled
-		default:
-			e.status, e.failErr = StatusCancelled, errors.New("run cancelled")
-		}
-	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.settle()
 	grace := time.NewTimer(e.r.grace)
 	defer grace.Stop()
 	for e.running > 0 {
+		e.mu.Unlock()
 		select {
-		case c := <-e.done:
-			e.complete(c)
+		case <-e.idle:
+			e.mu.Lock()
 		case <-grace.C:
+			e.mu.Lock()
 			for i := range e.states {
 				if e.states[i].status == NodeRunning {
 					e.states[i].status = NodeCancelled
@@ -164,7 +212,24 @@ func (e *exec) interrupt() {
 				}
 			}
 			e.running = 0
+			e.closed = true // what the abandoned nodes report later is dropped
 		}
+	}
+}
+
+// settle sets the run's status from why its context ended; mu is held.
+func (e *exec) settle() {
+	if e.status != StatusRunning {
+		return
+	}
+	switch cause := context.Cause(e.ctx); {
+	case errors.Is(cause, errDeadline):
+		e.status, e.failErr = StatusLimitExceeded, &kernel.LimitError{Limit: "run deadline"}
+	case errors.Is(cause, errFailed), errors.Is(cause, errPaused):
+	case errors.Is(cause, errKilled):
+		e.status, e.failErr = StatusCancelled, errKilled
+	default:
+		e.status, e.failErr = StatusCancelled, errors.New("run cancelled")
 	}
 }
 
@@ -190,16 +255,23 @@ func (e *exec) start(i int, in agent.Message) {
 	st.gen++
 	e.running++
 	e.emit(EventNodeStarted, e.g.Nodes[i].Name, nil)
-	go e.nodeGoroutine(i, st.gen, in)
+	e.ready = append(e.ready, launch{i: i, gen: st.gen, in: in})
 }
 
-// nodeGoroutine runs node i on a goroutine of its own. It first grows the
-// new goroutine's stack while the stack holds two frames: left to grow on
-// demand, it overflows deep inside runNode -> kernel.Invoke -> the agent,
-// and copying it there means walking every frame.
-func (e *exec) nodeGoroutine(i, gen int, in agent.Message) {
-	growStack(i)
-	e.runNode(i, gen, in)
+// nodeGoroutine runs a node, then whichever successor it made ready, and so
+// on down the chain. It first grows the new goroutine's stack while the
+// stack holds two frames: left to grow on demand, it overflows deep inside
+// runNode -> kernel.Invoke -> the agent, and copying it there means walking
+// every frame.
+func (e *exec) nodeGoroutine(l launch) {
+	growStack(l.i)
+	for {
+		next, ok := e.deliver(e.runNode(l.i, l.gen, l.in), true)
+		if !ok {
+			return
+		}
+		l = next
+	}
 }
 
 // growStack needs a frame of growStackBytes, which makes the runtime give
@@ -213,23 +285,13 @@ func growStack(i int) byte {
 
 const growStackBytes = 6 << 10
 
-func (e *exec) send(c completion) {
-	select {
-	case e.done <- c:
-	case <-e.stop:
-	}
-}
-
-// runNode executes one node: attempts, retries with backoff, its gate. It
-// runs on its own goroutine and reports once through done.
-func (e *exec) runNode(i, gen int, in agent.Message) {
+// runNode executes one node: attempts, retries with backoff, its gate, and
+// returns how it ended.
+func (e *exec) runNode(i, gen int, in agent.Message) (c completion) {
 	n := e.g.Nodes[i]
-	c := completion{idx: i, gen: gen}
+	c = completion{idx: i, gen: gen}
 	began := time.Now()
-	defer func() {
-		c.dur = time.Since(began)
-		e.send(c)
-	}()
+	defer func() { c.dur = time.Since(began) }()
 	select {
 	case e.r.sem <- struct{}{}:
 		defer func() { <-e.r.sem }()
@@ -418,6 +480,11 @@ func (e *exec) fail(i int, err error) {
 	st.err = err
 	st.status = NodeFailed
 	status := statusOf(err)
+	if e.ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		// Stopped because the run is ending: the run's cause decides.
+		e.settle()
+		status = StatusCancelled
+	}
 	switch status {
 	case StatusAwaitingApproval:
 		st.status = NodeWaiting

@@ -118,7 +118,7 @@ func (w *watch) fire(e *exec) {
 	}
 	w.mu.Unlock()
 	for _, c := range abandoned {
-		e.send(c)
+		e.deliver(c, false)
 	}
 }
 
