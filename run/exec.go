@@ -49,11 +49,11 @@ type exec struct {
 	onEvent func(Event)
 	watch   watch // the deadlines of the attempts in flight
 
-	mu     sync.Mutex
-	states []nodeState
-	ready  []launch      // nodes started under mu, waiting for a goroutine
-	idle   chan struct{} // signalled when nothing is running
-	closed bool          // the run has reported: late completions are dropped
+	mu        sync.Mutex
+	states    []nodeState
+	ready     []launch      // nodes started under mu, waiting for a goroutine
+	idle      chan struct{} // signalled when nothing is running
+	closed    bool          // the run has reported: late completions are dropped
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	running   int
