@@ -2,50 +2,28 @@ package graph
 
 import (
 	"fmt"
-	"net/url"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/babelagent/babel/secrets"
 )
 
-// credentialPatterns match literal credentials that must never sit in a
-// topology file; a secret is declared by name and supplied at run time.
-var credentialPatterns = []struct {
-	what string
-	re   *regexp.Regexp
-}{
-	{"an API key (sk-...)", regexp.MustCompile(`\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}`)},
-	{"an AWS access key", regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`)},
-	{"a GitHub token", regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})`)},
-	{"a Slack token", regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`)},
-	{"a Google API key", regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}`)},
-	{"a JWT", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`)},
-	{"a private key", regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----`)},
-	{"a bearer token", regexp.MustCompile(`(?i)\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{12,}`)},
+// LooksLikeCredential reports whether s holds something shaped like a
+// credential (an API key, a token, a private key, a password in a URL):
+// the same shapes the redactor scrubs from every output.
+func LooksLikeCredential(s string) bool {
+	var shapes *secrets.Redactor // nil: credential shapes only
+	return shapes.Redact(s) != s
 }
 
-var credentialKey = regexp.MustCompile(`(?i)(?:^|_|-)(?:api_?key|apikey|token|secret|password|passwd|authorization|auth_header|private_key|access_key)$`)
-
-// LooksLikeCredential says what kind of credential s appears to hold, or "".
-func LooksLikeCredential(s string) string {
-	for _, p := range credentialPatterns {
-		if p.re.MatchString(s) {
-			return p.what
-		}
-	}
-	if strings.Contains(s, "://") {
-		if u, err := url.Parse(strings.TrimSpace(s)); err == nil && u.User != nil {
-			if _, has := u.User.Password(); has {
-				return "a password in a URL"
-			}
-		}
-	}
-	return ""
+// credentialKey reports a configuration key that names a credential.
+func credentialKey(k string) bool {
+	return secrets.SensitiveKey(k) || strings.HasSuffix(strings.ToLower(k), "token")
 }
 
 func (c *compiler) scanCredentials(node, field, s string) {
-	if what := LooksLikeCredential(s); what != "" {
-		c.add(node, field, "literal credential (%s): declare the secret's name under secrets: and supply its value from the environment, a 0600 file or the keyring", what)
+	if LooksLikeCredential(s) {
+		c.add(node, field, "literal credential: declare the secret's name under secrets: and supply its value from the environment, a 0600 file or the keyring")
 	}
 }
 
@@ -63,7 +41,7 @@ func (c *compiler) scanConfig(node, field string, v any) {
 		sort.Strings(keys)
 		for _, k := range keys {
 			sub := field + "." + k
-			if s, ok := x[k].(string); ok && s != "" && credentialKey.MatchString(k) && !isSecretReference(s) {
+			if s, ok := x[k].(string); ok && s != "" && credentialKey(k) && !isSecretReference(s) {
 				c.add(node, sub, "literal credential in %q: name the secret under secrets: and refer to it as {{secret:NAME}}", k)
 				continue
 			}
