@@ -284,14 +284,14 @@ func Query(name string, in agent.Message, fixed url.Values) (url.Values, error) 
 		case nil:
 		case []any:
 			for _, e := range x {
-				s, ok := scalar(e)
+				s, ok := Scalar(e)
 				if !ok {
 					return nil, &agent.InputError{Agent: name, Field: k, Reason: "arrays in a query string may hold only strings, numbers and booleans"}
 				}
 				q.Add(k, s)
 			}
 		default:
-			s, ok := scalar(x)
+			s, ok := Scalar(x)
 			if !ok {
 				return nil, &agent.InputError{Agent: name, Field: k, Reason: "nested objects cannot go in a query string"}
 			}
@@ -301,7 +301,9 @@ func Query(name string, in agent.Message, fixed url.Values) (url.Values, error) 
 	return q, nil
 }
 
-func scalar(v any) (string, bool) {
+// Scalar renders a JSON string, number or boolean as query-string text; it
+// reports false for anything else.
+func Scalar(v any) (string, bool) {
 	switch x := v.(type) {
 	case string:
 		return x, true

@@ -440,7 +440,7 @@ func (a *Agent) serialize(p param, raw json.RawMessage) (*serialized, error) {
 	case []any:
 		var items []string
 		for _, e := range x {
-			s, ok := scalar(e)
+			s, ok := httpadapter.Scalar(e)
 			if !ok {
 				return nil, bad("an array parameter may hold only strings, numbers and booleans")
 			}
@@ -463,7 +463,7 @@ func (a *Agent) serialize(p param, raw json.RawMessage) (*serialized, error) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			s, ok := scalar(x[k])
+			s, ok := httpadapter.Scalar(x[k])
 			if !ok {
 				return nil, bad("nested values in an object parameter are not supported")
 			}
@@ -474,26 +474,12 @@ func (a *Agent) serialize(p param, raw json.RawMessage) (*serialized, error) {
 			out.pairs = append(out.pairs, [2]string{name, s})
 		}
 	default:
-		s, _ := scalar(x)
+		s, _ := httpadapter.Scalar(x)
 		out.pairs = append(out.pairs, [2]string{p.name, s})
 	}
 	return out, nil
 }
 
-func scalar(v any) (string, bool) {
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case json.Number:
-		return x.String(), true
-	case bool:
-		if x {
-			return "true", true
-		}
-		return "false", true
-	}
-	return "", false
-}
 
 // validationReason renders a validator error on one line, without the
 // schema dump or the offending value.
