@@ -480,7 +480,6 @@ func (a *Agent) serialize(p param, raw json.RawMessage) (*serialized, error) {
 	return out, nil
 }
 
-
 // validationReason renders a validator error on one line, without the
 // schema dump or the offending value.
 func validationReason(err error) string {
