@@ -102,3 +102,18 @@ func ChargeUsage(ctx context.Context, model string, inputTokens, outputTokens in
 	}
 	return nil
 }
+
+// EgressMeter is a Meter that also counts bytes sent to and received from
+// outside the process (egress budgets).
+type EgressMeter interface {
+	Egress(bytes int64) error
+}
+
+// ChargeEgress charges n bytes of traffic with the outside to the current
+// run; it fails once the run's egress budget is spent. A no-op outside a run.
+func ChargeEgress(ctx context.Context, n int64) error {
+	if m, ok := ctx.Value(meterKey{}).(EgressMeter); ok && m != nil {
+		return m.Egress(n)
+	}
+	return nil
+}

@@ -56,11 +56,13 @@ type Config struct {
 
 // LimitsConfig lowers the run limits.
 type LimitsConfig struct {
-	Deadline    graph.Duration `json:"deadline,omitempty"`
-	MaxSteps    int            `json:"max_steps,omitempty"`
-	MaxTokens   int            `json:"max_tokens,omitempty"`
-	MaxCostUSD  float64        `json:"max_cost_usd,omitempty"`
-	Concurrency int            `json:"concurrency,omitempty"`
+	Deadline   graph.Duration `json:"deadline,omitempty"`
+	MaxSteps   int            `json:"max_steps,omitempty"`
+	MaxTokens  int            `json:"max_tokens,omitempty"`
+	MaxCostUSD float64        `json:"max_cost_usd,omitempty"`
+	// MaxEgressBytes caps what one run exchanges with the outside.
+	MaxEgressBytes int64 `json:"max_egress_bytes,omitempty"`
+	Concurrency    int   `json:"concurrency,omitempty"`
 }
 
 // Defaults returns the zero-config configuration for an environment
@@ -135,6 +137,9 @@ func (c *Config) validate() error {
 	}
 	if l.MaxTokens < 0 || l.MaxTokens > run.Ceilings.MaxTokens {
 		errs = append(errs, fmt.Errorf("limits.max_tokens %d is above the ceiling of %d", l.MaxTokens, run.Ceilings.MaxTokens))
+	}
+	if l.MaxEgressBytes < 0 || l.MaxEgressBytes > run.Ceilings.MaxEgressBytes {
+		errs = append(errs, fmt.Errorf("limits.max_egress_bytes %d is above the ceiling of %d", l.MaxEgressBytes, run.Ceilings.MaxEgressBytes))
 	}
 	if l.MaxCostUSD < 0 || l.MaxCostUSD > run.Ceilings.MaxCostUSD {
 		errs = append(errs, fmt.Errorf("limits.max_cost_usd %g is above the ceiling of %g", l.MaxCostUSD, run.Ceilings.MaxCostUSD))

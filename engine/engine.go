@@ -131,7 +131,7 @@ func Open(ctx context.Context, cfg Config, opts *Options) (*Engine, error) {
 	})
 	e.Runner, err = run.NewRunner(&run.Config{Kernel: e.Kernel, Concurrency: cfg.Limits.Concurrency, Limits: run.Limits{
 		Deadline: cfg.Limits.Deadline.D(), MaxSteps: cfg.Limits.MaxSteps, MaxTokens: cfg.Limits.MaxTokens,
-		MaxCostUSD: cfg.Limits.MaxCostUSD,
+		MaxCostUSD: cfg.Limits.MaxCostUSD, MaxEgressBytes: cfg.Limits.MaxEgressBytes,
 	}, Prices: cfg.Prices})
 	if err != nil {
 		e.Close()

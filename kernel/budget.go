@@ -14,9 +14,13 @@ type Budget struct {
 	// by Prices; zero means no cost cap.
 	MaxCostMicros int64
 	Prices        Prices
-	steps         atomic.Int64
-	tokens        atomic.Int64
-	cost          atomic.Int64
+	// MaxEgressBytes caps the bytes a run exchanges with the outside
+	// through its adapters; zero means no cap.
+	MaxEgressBytes int64
+	egress         atomic.Int64
+	steps          atomic.Int64
+	tokens         atomic.Int64
+	cost           atomic.Int64
 }
 
 // Price is what a model costs, in US dollars per million tokens.
@@ -63,6 +67,17 @@ func (b *Budget) Usage(model string, in, out int64) error {
 	}
 	if c := b.cost.Add(b.Prices.micros(model, in, out)); b.MaxCostMicros > 0 && c > b.MaxCostMicros {
 		return &LimitError{Limit: fmt.Sprintf("cost (max $%.2f)", float64(b.MaxCostMicros)/1e6)}
+	}
+	return nil
+}
+
+// Egress charges n bytes of traffic with the outside.
+func (b *Budget) Egress(n int64) error {
+	if b == nil {
+		return nil
+	}
+	if t := b.egress.Add(n); b.MaxEgressBytes > 0 && t > b.MaxEgressBytes {
+		return &LimitError{Limit: "egress bytes", Max: b.MaxEgressBytes}
 	}
 	return nil
 }

@@ -128,7 +128,7 @@ func Assess(ctx context.Context, e *engine.Engine) Report {
 			named("OpenTelemetry export", on(cfg.OTLPEndpoint != "", "content-free spans to "+cfg.OTLPEndpoint, "not configured (spans are content-free when on)")),
 		}},
 		{ID: "C10", Title: "Limits & kill switch", Controls: []Control{
-			{Name: "non-zero defaults for every run", On: true, Evidence: fmt.Sprintf("deadline %v, %d steps, %d tokens, $%g of model spend (price table); per-node timeout 30s", lim.Deadline, lim.MaxSteps, lim.MaxTokens, lim.MaxCostUSD)},
+			{Name: "non-zero defaults for every run", On: true, Evidence: fmt.Sprintf("deadline %v, %d steps, %d tokens, $%g of model spend (price table), %d MiB of egress; per-node timeout 30s", lim.Deadline, lim.MaxSteps, lim.MaxTokens, lim.MaxCostUSD, lim.MaxEgressBytes>>20)},
 			{Name: "hard ceilings (configuration above them fails to start)", On: true, Evidence: fmt.Sprintf("deadline %v, %d steps, %d tokens", run.Ceilings.Deadline, run.Ceilings.MaxSteps, run.Ceilings.MaxTokens)},
 			{Name: "repeated-call breaker and consequential rate limit", On: true, Evidence: "5 repeats; 120 consequential calls per minute per run"},
 			named("kill switch", on(!killed, "released (babel kill --all engages it)", "ENGAGED: no run may start")),

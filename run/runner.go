@@ -22,13 +22,15 @@ type Limits struct {
 	MaxTokens int
 	// MaxCostUSD caps a run's model spend, priced by Config.Prices.
 	MaxCostUSD float64
+	// MaxEgressBytes caps the bytes a run exchanges with the outside.
+	MaxEgressBytes int64
 }
 
 // DefaultLimits apply to every run whoever starts it; Ceilings can't be
 // exceeded by configuration, a graph or a caller.
 var (
-	DefaultLimits = Limits{Deadline: 5 * time.Minute, MaxSteps: 1000, MaxTokens: 200_000, MaxCostUSD: 5}
-	Ceilings      = Limits{Deadline: time.Hour, MaxSteps: 100_000, MaxTokens: 10_000_000, MaxCostUSD: 1000}
+	DefaultLimits = Limits{Deadline: 5 * time.Minute, MaxSteps: 1000, MaxTokens: 200_000, MaxCostUSD: 5, MaxEgressBytes: 256 << 20}
+	Ceilings      = Limits{Deadline: time.Hour, MaxSteps: 100_000, MaxTokens: 10_000_000, MaxCostUSD: 1000, MaxEgressBytes: 16 << 30}
 )
 
 // MaxDelegationDepth bounds how deep runs may start sub-runs.
@@ -91,6 +93,9 @@ func NewRunner(cfg *Config) (*Runner, error) {
 	if l.MaxCostUSD == 0 {
 		l.MaxCostUSD = DefaultLimits.MaxCostUSD
 	}
+	if l.MaxEgressBytes == 0 {
+		l.MaxEgressBytes = DefaultLimits.MaxEgressBytes
+	}
 	if c.Prices == nil {
 		c.Prices = kernel.DefaultPrices()
 	}
@@ -101,6 +106,8 @@ func NewRunner(cfg *Config) (*Runner, error) {
 		return nil, fmt.Errorf("max steps %d is outside (0, %d]", l.MaxSteps, Ceilings.MaxSteps)
 	case l.MaxTokens < 0 || l.MaxTokens > Ceilings.MaxTokens:
 		return nil, fmt.Errorf("max tokens %d is outside (0, %d]", l.MaxTokens, Ceilings.MaxTokens)
+	case l.MaxEgressBytes < 0 || l.MaxEgressBytes > Ceilings.MaxEgressBytes:
+		return nil, fmt.Errorf("max egress bytes %d is outside (0, %d]", l.MaxEgressBytes, Ceilings.MaxEgressBytes)
 	case l.MaxCostUSD < 0 || l.MaxCostUSD > Ceilings.MaxCostUSD:
 		return nil, fmt.Errorf("max cost $%g is outside (0, %g]", l.MaxCostUSD, Ceilings.MaxCostUSD)
 	}
@@ -188,6 +195,7 @@ func (r *Runner) Run(ctx context.Context, req *Request) *Result {
 	} else {
 		kr.Budget = kernel.NewBudget(steps, tokens)
 		kr.Budget.MaxCostMicros, kr.Budget.Prices = int64(r.limits.MaxCostUSD*1e6), r.prices
+		kr.Budget.MaxEgressBytes = r.limits.MaxEgressBytes
 	}
 	e := newExec(r, g, kr, req.OnEvent)
 	e.resume = maps.Clone(req.Resume)

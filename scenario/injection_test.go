@@ -292,3 +292,39 @@ func TestCostBudgetStopsTheModelFromThePriceTable(t *testing.T) {
 		t.Fatalf("model calls %d, attacker hits %d: the budget must stop before the next call", w.model.calls, w.attacker.hits.Load())
 	}
 }
+
+func TestEgressByteBudgetStopsARun(t *testing.T) {
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, strings.Repeat("x", 4096))
+	}))
+	defer big.Close()
+	spec, err := graph.Parse([]byte(fmt.Sprintf(`name: fetch
+nodes:
+  - name: get
+    agent: {http: {url: "%s/page", method: GET}}
+    allow_private: ["%s"]
+`, big.URL, egress.AllowPrivateURL(big.URL))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := graph.NewRegistry()
+	httpadapter.Register(reg, nil)
+	g, err := graph.Compile(spec, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for _, tc := range []struct {
+		max  int64
+		want run.Status
+	}{{1024, run.StatusLimitExceeded}, {1 << 20, run.StatusSucceeded}} {
+		r, err := run.NewRunner(&run.Config{Limits: run.Limits{MaxEgressBytes: tc.max}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := r.Run(context.Background(), &run.Request{Graph: g, Input: agent.JSON([]byte(`{}`))})
+		if res.Status != tc.want || tc.want == run.StatusLimitExceeded && !strings.Contains(res.Error, "egress bytes") {
+			t.Fatalf("max %d: %s %q", tc.max, res.Status, res.Error)
+		}
+	}
+}

@@ -33,6 +33,11 @@ import (
 //
 // peer names the other side in errors ("http api.example.com").
 func Exchange(c *egress.Client, peer string, req *http.Request) (agent.Message, error) {
+	// The request's bytes count against the run's egress budget before
+	// they leave; the response's once they are read.
+	if err := agent.ChargeEgress(req.Context(), max(req.ContentLength, 0)+int64(len(req.URL.String()))); err != nil {
+		return agent.Message{}, err
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return agent.Message{}, RequestError(req.Context(), peer, err)
@@ -45,6 +50,9 @@ func Exchange(c *egress.Client, peer string, req *http.Request) (agent.Message, 
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return agent.Message{}, RequestError(req.Context(), peer, err)
+	}
+	if err := agent.ChargeEgress(req.Context(), int64(len(body))); err != nil {
+		return agent.Message{}, err
 	}
 	return ResponseMessage(peer, resp.StatusCode, resp.Header.Get("Content-Type"), body)
 }
