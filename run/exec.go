@@ -655,10 +655,13 @@ func (e *exec) finish(res *Result) {
 	res.Labels = e.kr.Labels()
 	res.Steps, _ = e.kr.Budget.Used()
 	res.Approvals = e.approvals
-	res.Checkpoint = map[string]agent.Message{}
-	for i, n := range e.g.Nodes {
-		if e.states[i].status == NodeSucceeded && n.Loop == nil && len(n.LoopBody) == 0 {
-			res.Checkpoint[n.Name] = e.states[i].out
+	if res.Status == StatusAwaitingApproval {
+		// Only a paused run is resumed: keep what need not run again.
+		res.Checkpoint = map[string]agent.Message{}
+		for i, n := range e.g.Nodes {
+			if e.states[i].status == NodeSucceeded && n.Loop == nil && len(n.LoopBody) == 0 {
+				res.Checkpoint[n.Name] = e.states[i].out
+			}
 		}
 	}
 	if res.Status != StatusSucceeded {

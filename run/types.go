@@ -72,8 +72,9 @@ type Result struct {
 	FinishedAt time.Time
 	// Approvals lists the approvals the run waits for (awaiting_approval).
 	Approvals []string
-	// Checkpoint holds the output of every node that succeeded, so a paused
-	// run can resume without running them again (Request.Resume).
+	// Checkpoint, for a run awaiting approval, holds the output of every node
+	// that succeeded, so the run can resume without running them again
+	// (Request.Resume).
 	Checkpoint map[string]agent.Message
 }
 
