@@ -11,6 +11,7 @@ import (
 	httpadapter "github.com/babelagent/babel/adapter/http"
 	"github.com/babelagent/babel/adapter/process"
 	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/sandbox"
 )
@@ -84,9 +85,14 @@ func codeAgent(ref graph.Ref, dir string, sbs *lazySandboxes) (agent.Agent, erro
 	if err != nil {
 		return nil, err
 	}
+	eg := nodeEgress(ref)
+	if eg != nil && kind != sandbox.KindOS {
+		return nil, fmt.Errorf("%s code has no network (it runs in the wasm sandbox, which has no sockets): remove egress and allow_private from this node, or write it in python", lang)
+	}
 	return sandbox.CodeAgent(lang, string(source), &sandbox.CodeOptions{
 		Secrets:   nodeSecrets(ref),
 		Sandboxes: sb,
+		Egress:    eg,
 	})
 }
 
@@ -185,7 +191,7 @@ func processAgent(ref graph.Ref, dir string, sbs *lazySandboxes) (agent.Agent, e
 	if ref.Node != nil && ref.Node.Name != "" {
 		name = ref.Node.Name
 	}
-	return process.New(name, program, &process.Options{Args: cfg.Args, Secrets: nodeSecrets(ref), Sandbox: o})
+	return process.New(name, program, &process.Options{Args: cfg.Args, Secrets: nodeSecrets(ref), Sandbox: o, Egress: nodeEgress(ref)})
 }
 
 // nodeSecrets are the secrets the node declares: the only environment its
@@ -195,4 +201,18 @@ func nodeSecrets(ref graph.Ref) []string {
 		return nil
 	}
 	return append([]string(nil), ref.Node.Secrets...)
+}
+
+// nodeEgress is the network a code or process node declares: its egress
+// hosts and allow_private targets, decided by the egress guard in the
+// sandbox's proxy. A node that declares neither gets no network: nil, so
+// no proxy, no socket and no proxy variable.
+func nodeEgress(ref graph.Ref) *egress.Options {
+	if ref.Node == nil || len(ref.Node.Egress) == 0 && len(ref.Node.AllowPrivate) == 0 {
+		return nil
+	}
+	return &egress.Options{
+		Allowlist:    append([]string(nil), ref.Node.Egress...),
+		AllowPrivate: append([]string(nil), ref.Node.AllowPrivate...),
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/secrets"
 )
 
@@ -108,6 +110,12 @@ type CodeOptions struct {
 	// Sandboxes runs the code. Nil makes a private one for this agent; share
 	// one between agents, or each JavaScript agent compiles QuickJS anew.
 	Sandboxes *Sandboxes
+	// Egress, when set, lets Python code reach the hosts it allows through
+	// the os sandbox's egress proxy (see Spec.Egress); the card then has
+	// the egress effect and lists the allowlist. Nil means no network.
+	// JavaScript and WASI modules run where there are no sockets: setting
+	// it for them is an error.
+	Egress *egress.Options
 }
 
 // CodeAgent returns an agent that runs source, written in lang, in a
@@ -157,15 +165,20 @@ func CodeAgent(lang Lang, source string, opts *CodeOptions) (agent.Agent, error)
 		cardKind = "process"
 	}
 	spec.Limits = opts.Limits
-	return &codeAgent{
-		sb:   sb,
-		spec: spec,
-		card: agent.Card{
-			Name: name, Description: opts.Description, Kind: cardKind,
-			Secrets: append([]string(nil), opts.Secrets...),
-			Effects: []agent.Effect{agent.EffectExec},
-		},
-	}, nil
+	card := agent.Card{
+		Name: name, Description: opts.Description, Kind: cardKind,
+		Secrets: append([]string(nil), opts.Secrets...),
+		Effects: []agent.Effect{agent.EffectExec},
+	}
+	if opts.Egress != nil {
+		if kind != KindOS {
+			return nil, fmt.Errorf("code agent %s: %s code has no network (the wasm sandbox has no sockets); only python code can declare egress", name, lang)
+		}
+		spec.Egress = CloneEgress(opts.Egress)
+		card.Effects = append(card.Effects, agent.EffectEgress)
+		card.Egress = slices.Clone(opts.Egress.Allowlist)
+	}
+	return &codeAgent{sb: sb, spec: spec, card: card}, nil
 }
 
 type codeAgent struct {
@@ -202,6 +215,17 @@ func (c *codeAgent) Run(ctx context.Context, in agent.Message) (agent.Message, e
 		out = OutputMessage(res.Stdout)
 	}
 	return out.WithLabels(in.Labels), nil
+}
+
+// CloneEgress returns a copy of o whose lists are its own, or nil.
+func CloneEgress(o *egress.Options) *egress.Options {
+	if o == nil {
+		return nil
+	}
+	c := *o
+	c.Allowlist = slices.Clone(o.Allowlist)
+	c.AllowPrivate = slices.Clone(o.AllowPrivate)
+	return &c
 }
 
 // OutputMessage turns a program's stdout into a message: a data part when it

@@ -33,6 +33,15 @@
 // sandbox (Spec.Env is the whole environment, and holds only what a node
 // declared), or leave a process behind after Run returns.
 //
-// Network egress for sandboxed code is off. An egress proxy for declared
-// hosts is not built yet.
+// Network for sandboxed code is off: the os sandbox has its own network
+// namespace with nothing but loopback, the wasm sandbox has no sockets.
+// An os-sandbox Spec that sets Egress (a Python code node, a process node
+// that declares egress hosts) gets an HTTP proxy at ProxyAddr inside its
+// namespace, named by HTTP_PROXY and HTTPS_PROXY: a relay there hands each
+// connection's socket, over a socketpair, to a per-call proxy in the
+// server, which serves CONNECT and plain-HTTP requests only to targets the
+// egress guard allows (the node's allowlist, and the address dialed
+// checked at connect time), answers 403 to anything else, counts the
+// bytes, and is gone when the call returns. JavaScript and WASI code have
+// no network.
 package sandbox

@@ -99,7 +99,7 @@ func (o *OS) Run(ctx context.Context, spec *Spec) (*Result, error) {
 		return nil, err
 	}
 	r.wait()
-	res := &Result{Stdout: stdout.bytes(), Stderr: stderr.bytes()}
+	res := &Result{Stdout: stdout.bytes(), Stderr: stderr.bytes(), Egress: r.egress}
 	return r.outcome(ctx, res)
 }
 
@@ -118,6 +118,11 @@ func (o *OS) check(spec *Spec) error {
 	}
 	if err := checkFiles(spec.Files); err != nil {
 		return err
+	}
+	if spec.Egress != nil {
+		if fi, err := os.Stat(PythonPath); err != nil || fi.IsDir() {
+			return &SetupError{Kind: KindOS, Reason: fmt.Sprintf("egress needs %s for the relay inside the sandbox, and it is not usable", PythonPath)}
+		}
 	}
 	for _, a := range spec.Args {
 		if strings.ContainsRune(a, 0) {
@@ -141,6 +146,8 @@ type running struct {
 	runCtx   context.Context
 	lim      Limits
 	waitErr  error
+	px       *proxy      // nil without Spec.Egress
+	egress   EgressStats // what px did, once the sandbox is gone
 
 	startedKnown, started bool
 }
@@ -166,9 +173,23 @@ func (o *OS) launch(ctx, runCtx context.Context, spec *Spec, lim Limits, stdin i
 		return nil, &SetupError{Kind: KindOS, Reason: "pipe: " + err.Error(), Err: err}
 	}
 	files.add(startedW)
+	var px *proxy
 	fail := func(err error) (*running, error) {
 		startedR.Close()
+		if px != nil {
+			px.close()
+		}
 		return nil, err
+	}
+	if spec.Egress != nil {
+		// The relay's end of the socketpair is fd 4 (proxyCtlFD).
+		var end *os.File
+		if px, end, err = startProxy(runCtx, spec.Egress); err != nil {
+			return fail(err)
+		}
+		if files.add(end) != proxyCtlFD {
+			return fail(&SetupError{Kind: KindOS, Reason: "egress descriptor out of place"})
+		}
 	}
 	seccompFD, err := files.memfd("seccomp", o.filter)
 	if err != nil {
@@ -185,7 +206,7 @@ func (o *OS) launch(ctx, runCtx context.Context, spec *Spec, lim Limits, stdin i
 			return fail(err)
 		}
 	}
-	argsFD, err := files.memfd("args", nulJoin(o.args(spec, lim, seccompFD, fileFDs)))
+	argsFD, err := files.memfd("args", nulJoin(o.args(spec, lim, seccompFD, fileFDs, px != nil)))
 	if err != nil {
 		return fail(err)
 	}
@@ -210,7 +231,7 @@ func (o *OS) launch(ctx, runCtx context.Context, spec *Spec, lim Limits, stdin i
 		}
 		return fail(&SetupError{Kind: KindOS, Reason: "cannot run bubblewrap: " + err.Error(), Err: err})
 	}
-	return &running{cmd: cmd, kill: k, startedR: startedR, runCtx: runCtx, lim: lim}, nil
+	return &running{cmd: cmd, kill: k, startedR: startedR, runCtx: runCtx, lim: lim, px: px}, nil
 }
 
 // wait waits for bubblewrap to exit and for every process of the sandbox
@@ -218,6 +239,9 @@ func (o *OS) launch(ctx, runCtx context.Context, spec *Spec, lim Limits, stdin i
 func (r *running) wait() {
 	r.waitErr = r.cmd.Wait()
 	r.kill.waitGone(time.Second)
+	if r.px != nil {
+		r.egress = r.px.close()
+	}
 }
 
 // outcome classifies a finished run; res holds its output.
@@ -262,7 +286,7 @@ func (r *running) outcome(ctx context.Context, res *Result) (*Result, error) {
 // empty work directory (tmpfs, each capped at FileSize), the Files, and a
 // read-only root. No network but its own loopback, no host user, no
 // capability, a new session, no further user namespaces.
-func (o *OS) args(spec *Spec, lim Limits, seccompFD int, fileFDs []int) []string {
+func (o *OS) args(spec *Spec, lim Limits, seccompFD int, fileFDs []int, proxied bool) []string {
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		// The program is the pid namespace's pid 1: when it exits, the kernel
@@ -283,6 +307,11 @@ func (o *OS) args(spec *Spec, lim Limits, seccompFD int, fileFDs []int) []string
 	}
 	for k, v := range spec.Env {
 		env[k] = v
+	}
+	if proxied {
+		for k, v := range proxyEnv() {
+			env[k] = v
+		}
 	}
 	for k, v := range env {
 		a = append(a, "--setenv", k, v)
@@ -318,7 +347,7 @@ func (o *OS) args(spec *Spec, lim Limits, seccompFD int, fileFDs []int) []string
 // command is what bubblewrap runs (bubblewrap reads it from its command
 // line, not from --args): the prologue, then the program.
 func command(spec *Spec, lim Limits) []string {
-	c := []string{"--", "/bin/sh", "-c", prologue(lim), "sh", spec.Program}
+	c := []string{"--", "/bin/sh", "-c", prologue(lim, spec.Egress != nil), "sh", spec.Program}
 	return append(c, spec.Args...)
 }
 
@@ -336,7 +365,7 @@ func command(spec *Spec, lim Limits) []string {
 // file grown past FileSize fails with EFBIG rather than SIGXFSZ. The limit
 // is named from the exit status, the CPU time used or the program's own
 // report (limitFromExit).
-func prologue(lim Limits) string {
+func prologue(lim Limits, relay bool) string {
 	cpu := max(1, int64((lim.CPUTime+time.Second-1)/time.Second))
 	var b strings.Builder
 	fmt.Fprintf(&b, "ulimit -S -t %d && ulimit -H -t %d && ", cpu, cpu+1)
@@ -344,6 +373,9 @@ func prologue(lim Limits) string {
 	fmt.Fprintf(&b, "ulimit -p %d && ", lim.Processes)
 	fmt.Fprintf(&b, "ulimit -f %d && ", max(1, lim.FileSize/512))
 	b.WriteString("ulimit -c 0 || { echo 'babel-sandbox: cannot set resource limits' >&2; exit 121; }\n")
+	if relay {
+		b.WriteString(relayCommand())
+	}
 	b.WriteString("echo started >&3\nexec 3>&-\nexec \"$@\"\n")
 	return b.String()
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/babelagent/babel/egress"
 )
 
 // Sandbox runs one program to completion, isolated from the host.
@@ -57,6 +59,12 @@ type Spec struct {
 	Files []File
 	// Limits bound the run; zero fields take DefaultLimits.
 	Limits Limits
+	// Egress, when set, gives the program (os kind only) an HTTP proxy at
+	// ProxyAddr inside its sandbox, through which it reaches the hosts the
+	// options allow, under the egress guard; AnyPublicHost and Proxy are
+	// ignored. Nil means no network at all: no proxy, no proxy variable.
+	// The wasm kind has no sockets, and refuses a Spec that sets it.
+	Egress *egress.Options
 }
 
 // File is a file placed read-only in the sandbox's work directory: Data, or
@@ -146,6 +154,9 @@ type Result struct {
 	// of its last expression statement, awaited if it is a promise); nil when
 	// that value is undefined or for other programs.
 	Value []byte
+	// Egress counts what the call's egress proxy did (os kind with
+	// Spec.Egress).
+	Egress EgressStats
 }
 
 // Limit names, as carried by LimitError.Limit.

@@ -129,6 +129,9 @@ func (w *Wasm) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	if len(spec.Files) > 0 {
 		return nil, &SpecError{Field: "Files", Reason: "the wasm kind has no file system"}
 	}
+	if spec.Egress != nil {
+		return nil, &SpecError{Field: "Egress", Reason: "the wasm kind has no sockets: network egress is for os-sandbox code only"}
+	}
 	switch spec.Program {
 	case "":
 		if len(spec.Code) == 0 {

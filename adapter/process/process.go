@@ -5,7 +5,8 @@
 // This package must never start the program itself: every run goes through
 // sandbox.OS, which fails closed when it cannot start. The program sees only
 // the secrets its Card declares, as environment variables, and never the
-// server's environment.
+// server's environment. It has no network unless Options.Egress names
+// where it may go, and then only through the sandbox's egress proxy.
 package process
 
 import (
@@ -16,9 +17,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/sandbox"
 )
 
@@ -34,6 +37,11 @@ type Options struct {
 	Limits sandbox.Limits
 	// Sandbox runs the program. Nil means sandbox.NewOS(nil).
 	Sandbox *sandbox.OS
+	// Egress, when set, lets the program reach the hosts it allows through
+	// the sandbox's egress proxy (sandbox.Spec.Egress: HTTP_PROXY and
+	// HTTPS_PROXY point at it); the card then has the egress effect and
+	// lists the allowlist. Nil means no network at all.
+	Egress *egress.Options
 }
 
 // New returns an agent that runs program (an absolute host path to an
@@ -75,15 +83,17 @@ func New(name, program string, opts *Options) (agent.Agent, error) {
 		files[i].Host = ""
 	}
 	spec := &sandbox.Spec{Program: inSandbox, Args: append([]string(nil), opts.Args...), Files: files, Limits: opts.Limits}
-	return &processAgent{
-		sb:   sb,
-		spec: spec,
-		card: agent.Card{
-			Name: name, Description: opts.Description, Kind: "process",
-			Secrets: append([]string(nil), opts.Secrets...),
-			Effects: []agent.Effect{agent.EffectExec},
-		},
-	}, nil
+	card := agent.Card{
+		Name: name, Description: opts.Description, Kind: "process",
+		Secrets: append([]string(nil), opts.Secrets...),
+		Effects: []agent.Effect{agent.EffectExec},
+	}
+	if opts.Egress != nil {
+		spec.Egress = sandbox.CloneEgress(opts.Egress)
+		card.Effects = append(card.Effects, agent.EffectEgress)
+		card.Egress = slices.Clone(opts.Egress.Allowlist)
+	}
+	return &processAgent{sb: sb, spec: spec, card: card}, nil
 }
 
 type processAgent struct {
