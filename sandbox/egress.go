@@ -322,7 +322,12 @@ func (p *proxy) tunnel(c net.Conn, br *bufio.Reader, req *http.Request) {
 		_, _ = io.Copy(up, c)
 		closeWrite(up)
 	}()
-	_, _ = io.Copy(c, &cappedReader{r: up, left: p.maxBody})
+	if _, err := io.Copy(c, &cappedReader{r: up, left: p.maxBody}); err != nil {
+		// Over the cap, or a side failed: end the tunnel both ways now
+		// rather than wait for the client to hang up.
+		_ = c.Close()
+		_ = up.Close()
+	}
 	closeWrite(c)
 	<-done
 }
