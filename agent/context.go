@@ -7,7 +7,41 @@ import (
 	"github.com/babelagent/babel/secrets"
 )
 
-type secretsKey struct{}
+// callCtxKey holds the one *CallContext of the current call: every setter
+// below derives a new one, so the innermost call's view wins whole.
+type callCtxKey struct{}
+
+// CallContext is everything the kernel hands one call: who and what the
+// call is, the secrets it may use, what it may spend, and the tools it may
+// call. A call sees its own CallContext only, never its caller's.
+type CallContext struct {
+	Info    CallInfo
+	Secrets *Secrets
+	Meter   Meter
+	Tools   Tools
+	hasInfo bool
+}
+
+// WithCall returns ctx carrying exactly cc for the call it is passed to:
+// nothing of an enclosing call (its secrets, its tools) shows through.
+func WithCall(ctx context.Context, cc *CallContext) context.Context {
+	cc.hasInfo = true
+	return context.WithValue(ctx, callCtxKey{}, cc)
+}
+
+func current(ctx context.Context) *CallContext {
+	cc, _ := ctx.Value(callCtxKey{}).(*CallContext)
+	return cc
+}
+
+func derive(ctx context.Context, f func(*CallContext)) context.Context {
+	var n CallContext
+	if c := current(ctx); c != nil {
+		n = *c
+	}
+	f(&n)
+	return context.WithValue(ctx, callCtxKey{}, &n)
+}
 
 // Secrets is the set of secrets one call may use: exactly those its node
 // declared. The kernel builds it for each call; an agent reads it with
@@ -46,18 +80,16 @@ func (s *Secrets) Names() []string {
 
 // WithSecrets returns ctx carrying ss for the agent call it is passed to.
 func WithSecrets(ctx context.Context, ss *Secrets) context.Context {
-	return context.WithValue(ctx, secretsKey{}, ss)
+	return derive(ctx, func(c *CallContext) { c.Secrets = ss })
 }
 
 // SecretsFrom returns the secrets of the current call (never nil).
 func SecretsFrom(ctx context.Context) *Secrets {
-	if s, ok := ctx.Value(secretsKey{}).(*Secrets); ok && s != nil {
-		return s
+	if c := current(ctx); c != nil && c.Secrets != nil {
+		return c.Secrets
 	}
 	return &Secrets{}
 }
-
-type callKey struct{}
 
 // CallInfo describes the call an agent is serving; set by the kernel.
 type CallInfo struct {
@@ -71,13 +103,15 @@ type CallInfo struct {
 
 // WithCallInfo returns ctx carrying ci.
 func WithCallInfo(ctx context.Context, ci *CallInfo) context.Context {
-	return context.WithValue(ctx, callKey{}, ci)
+	return derive(ctx, func(c *CallContext) { c.Info, c.hasInfo = *ci, true })
 }
 
 // CallInfoFrom returns the current call's description, or nil outside a call.
 func CallInfoFrom(ctx context.Context) *CallInfo {
-	ci, _ := ctx.Value(callKey{}).(*CallInfo)
-	return ci
+	if c := current(ctx); c != nil && c.hasInfo {
+		return &c.Info
+	}
+	return nil
 }
 
 // Permit returns an error unless the current call declared effect e. An

@@ -25,18 +25,16 @@ type Tools interface {
 	Call(ctx context.Context, name string, args json.RawMessage) (Message, error)
 }
 
-type toolsKey struct{}
-
 // WithTools returns ctx carrying t; the kernel sets it for nodes that
 // declare tools.
 func WithTools(ctx context.Context, t Tools) context.Context {
-	return context.WithValue(ctx, toolsKey{}, t)
+	return derive(ctx, func(c *CallContext) { c.Tools = t })
 }
 
 // ToolsFrom returns the tools of the current call (an empty set if none).
 func ToolsFrom(ctx context.Context) Tools {
-	if t, ok := ctx.Value(toolsKey{}).(Tools); ok && t != nil {
-		return t
+	if c := current(ctx); c != nil && c.Tools != nil {
+		return c.Tools
 	}
 	return noTools{}
 }
@@ -60,16 +58,21 @@ type Meter interface {
 	TokensLeft() bool
 }
 
-type meterKey struct{}
+func meter(ctx context.Context) Meter {
+	if c := current(ctx); c != nil {
+		return c.Meter
+	}
+	return nil
+}
 
 // WithMeter returns ctx carrying m.
 func WithMeter(ctx context.Context, m Meter) context.Context {
-	return context.WithValue(ctx, meterKey{}, m)
+	return derive(ctx, func(c *CallContext) { c.Meter = m })
 }
 
 // ChargeTokens charges n tokens to the current run (a no-op outside a run).
 func ChargeTokens(ctx context.Context, n int64) error {
-	if m, ok := ctx.Value(meterKey{}).(Meter); ok && m != nil {
+	if m := meter(ctx); m != nil {
 		return m.Tokens(n)
 	}
 	return nil
@@ -77,7 +80,7 @@ func ChargeTokens(ctx context.Context, n int64) error {
 
 // TokensLeft reports whether the current run may spend more tokens.
 func TokensLeft(ctx context.Context) bool {
-	if m, ok := ctx.Value(meterKey{}).(Meter); ok && m != nil {
+	if m := meter(ctx); m != nil {
 		return m.TokensLeft()
 	}
 	return true
@@ -94,7 +97,7 @@ type UsageMeter interface {
 // ChargeUsage charges a model response to the current run: its tokens, and
 // its cost where the run has a price table. A no-op outside a run.
 func ChargeUsage(ctx context.Context, model string, inputTokens, outputTokens int64) error {
-	switch m := ctx.Value(meterKey{}).(type) {
+	switch m := meter(ctx).(type) {
 	case UsageMeter:
 		return m.Usage(model, inputTokens, outputTokens)
 	case Meter:
@@ -112,7 +115,7 @@ type EgressMeter interface {
 // ChargeEgress charges n bytes of traffic with the outside to the current
 // run; it fails once the run's egress budget is spent. A no-op outside a run.
 func ChargeEgress(ctx context.Context, n int64) error {
-	if m, ok := ctx.Value(meterKey{}).(EgressMeter); ok && m != nil {
+	if m, ok := meter(ctx).(EgressMeter); ok && m != nil {
 		return m.Egress(n)
 	}
 	return nil

@@ -253,9 +253,11 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 		}
 	}
 
-	cctx := agent.WithCallInfo(ctx, &agent.CallInfo{
-		RunID: c.Run.ID, Node: n.Name, Principal: c.Run.Principal, Attempt: c.Attempt, Effects: n.Card.Effects,
-	})
+	cc := &agent.CallContext{
+		Info:    agent.CallInfo{RunID: c.Run.ID, Node: n.Name, Principal: c.Run.Principal, Attempt: c.Attempt, Effects: n.Card.Effects},
+		Secrets: agent.NewSecrets(),
+		Meter:   c.Run.Budget,
+	}
 	if len(n.Card.Secrets) > 0 {
 		if k.opts.Secrets == nil {
 			return k.outcome(ctx, c, agent.Message{}, &DeniedError{Node: n.Name, Reason: "node declares secrets but no secret source is configured"})
@@ -269,15 +271,17 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 			r.Secret = name
 			k.record(ctx, r)
 		}
-		cctx = agent.WithSecrets(cctx, ss)
+		cc.Secrets = ss
 	}
-	cctx = agent.WithMeter(cctx, c.Run.Budget)
 	var ts *toolset
 	if len(n.Tools) > 0 {
 		ts = &toolset{k: k, call: c}
 		ts.labels.Store(uint32(c.Input.Labels))
-		cctx = agent.WithTools(cctx, ts)
+		cc.Tools = ts
 	}
+	// One value for the whole call: nothing of the caller's call (an LLM's
+	// secrets or tools, for a tool it calls) shows through.
+	cctx := agent.WithCall(ctx, cc)
 
 	out, err = k.execute(cctx, n, c.Input)
 	if err != nil {

@@ -344,3 +344,30 @@ func TestApprovalRequestsAreCappedPerRun(t *testing.T) {
 		t.Fatalf("approvals %v hits %d", res.Approvals, s.hits.Load())
 	}
 }
+
+func TestAToolSeesNeitherItsCallersSecretsNorItsTools(t *testing.T) {
+	red := secrets.NewRedactor()
+	r, _ := runner(t, &kernel.Options{Secrets: broker.New(secrets.NewEnv([]string{"KEY_A=value-of-key-a-123456"}), red), Redactor: red})
+	var sawSecret, sawTools atomic.Bool
+	tool := agent.MustFunc("tool", func(ctx context.Context, _ map[string]any) (string, error) {
+		_, ok := agent.SecretsFrom(ctx).Get("KEY_A")
+		sawSecret.Store(ok)
+		sawTools.Store(len(agent.ToolsFrom(ctx).List()) > 0)
+		return "ok", nil
+	}, nil)
+	planner := agent.MustFunc("planner", func(ctx context.Context, _ string) (string, error) {
+		if _, ok := agent.SecretsFrom(ctx).Get("KEY_A"); !ok {
+			return "", errors.New("the planner lost its own secret")
+		}
+		out, err := agent.ToolsFrom(ctx).Call(ctx, "tool", json.RawMessage(`{}`))
+		return out.Text(), err
+	}, &agent.FuncOptions{Secrets: []string{"KEY_A"}})
+	g := must(graph.New("scoped").Add("planner", planner, graph.Tools("tool")).Tool("tool", tool).Build(nil))
+	res := r.Run(context.Background(), &run.Request{Graph: g, Input: agent.Text("x")})
+	if res.Status != run.StatusSucceeded {
+		t.Fatal(res.Status, res.Error)
+	}
+	if sawSecret.Load() || sawTools.Load() {
+		t.Fatalf("the tool saw its caller's secret (%v) or tools (%v)", sawSecret.Load(), sawTools.Load())
+	}
+}
