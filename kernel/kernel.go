@@ -254,9 +254,8 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 	}
 
 	cc := &agent.CallContext{
-		Info:    agent.CallInfo{RunID: c.Run.ID, Node: n.Name, Principal: c.Run.Principal, Attempt: c.Attempt, Effects: n.Card.Effects},
-		Secrets: agent.NewSecrets(),
-		Meter:   c.Run.Budget,
+		Info:  agent.CallInfo{RunID: c.Run.ID, Node: n.Name, Principal: c.Run.Principal, Attempt: c.Attempt, Effects: n.Card.Effects},
+		Meter: c.Run.Budget, // no Secrets: a call sees none unless it declares some
 	}
 	if len(n.Card.Secrets) > 0 {
 		if k.opts.Secrets == nil {
