@@ -101,6 +101,16 @@ func (w *Writer) Append(ctx context.Context, r *Record) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
+	case <-w.done:
+		// The writer stopped: it answered everything it took before it did.
+		select {
+		case err := <-req.reply:
+			if err != nil {
+				return 0, err
+			}
+		default:
+			return 0, ErrClosed
+		}
 	case <-ctx.Done():
 		return 0, fmt.Errorf("audit: append: %w (the record may still be committed)", ctx.Err())
 	}
@@ -118,6 +128,11 @@ func (w *Writer) Enqueue(ctx context.Context, r *Record) error {
 	rec, err := prepare(r)
 	if err != nil {
 		return err
+	}
+	select {
+	case <-w.closing:
+		return ErrClosed
+	default:
 	}
 	req := &request{ctx: context.WithoutCancel(ctx), rec: rec, reply: make(chan error, 1)}
 	select {
