@@ -120,8 +120,11 @@ func DefaultLimits() Limits {
 }
 
 // withDefaults returns l with its zero (or negative) fields set to the defaults.
-func (l Limits) withDefaults() Limits {
-	d := DefaultLimits()
+func (l Limits) withDefaults() Limits { return l.Or(DefaultLimits()) }
+
+// Or returns l with each zero (or negative) field taken from d: a caller
+// with its own defaults (stdio MCP servers) fills a Limits the same way.
+func (l Limits) Or(d Limits) Limits {
 	if l.CPUTime <= 0 {
 		l.CPUTime = d.CPUTime
 	}

@@ -111,27 +111,6 @@ func confinementError(err error) error {
 	return fmt.Errorf("stdio MCP servers run only in the os sandbox (bubblewrap), which could not start here (`babel doctor` says why): %w", err)
 }
 
-func (s *SandboxStarter) limits() sandbox.Limits {
-	l, d := s.Limits, DefaultServerLimits()
-	if l.CPUTime <= 0 {
-		l.CPUTime = d.CPUTime
-	}
-	if l.Memory <= 0 {
-		l.Memory = d.Memory
-	}
-	if l.Processes <= 0 {
-		l.Processes = d.Processes
-	}
-	if l.FileSize <= 0 {
-		l.FileSize = d.FileSize
-	}
-	if l.Output <= 0 {
-		l.Output = d.Output
-	}
-	if l.WallClock <= 0 {
-		l.WallClock = d.WallClock
-	}
-	return l
-}
+func (s *SandboxStarter) limits() sandbox.Limits { return s.Limits.Or(DefaultServerLimits()) }
 
 var _ Starter = (*SandboxStarter)(nil)

@@ -40,13 +40,9 @@ func (e *env) serveCmd() *cobra.Command {
 			"directory unless its path is given.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := &serve.Config{}
-			if e.configPath != "" {
-				c, err := serve.LoadConfig(e.configPath)
-				if err != nil {
-					return badInput(err)
-				}
-				cfg = c
+			cfg, err := e.serveConfig()
+			if err != nil {
+				return err
 			}
 			if listen != "" {
 				cfg.Listen = listen
@@ -103,13 +99,9 @@ func (e *env) mcpCmd() *cobra.Command {
 			"Run limits are the \"serve:\" section of --config.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg := &serve.Config{}
-			if e.configPath != "" {
-				c, err := serve.LoadConfig(e.configPath)
-				if err != nil {
-					return badInput(err)
-				}
-				cfg = c
+			cfg, err := e.serveConfig()
+			if err != nil {
+				return err
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
@@ -127,6 +119,18 @@ func (e *env) mcpCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// serveConfig reads the "serve:" section of --config (defaults without one).
+func (e *env) serveConfig() (*serve.Config, error) {
+	if e.configPath == "" {
+		return &serve.Config{}, nil
+	}
+	c, err := serve.LoadConfig(e.configPath)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return c, nil
 }
 
 // openForServe opens the engine and loads the graphs at paths. With
