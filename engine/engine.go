@@ -277,9 +277,9 @@ func (e *Engine) Resume(ctx context.Context, runID string, g *graph.Graph, onEve
 		return nil, fmt.Errorf("run %s is of graph %s, not %s", runID, rec.Result.Graph, g.Name)
 	}
 	if onEvent != nil {
-		decided, _ := e.Store.Approvals(ctx, "")
+		decided, _ := e.Store.RunApprovals(ctx, runID)
 		for _, a := range decided {
-			if a.RunID == runID && !a.DecidedAt.IsZero() {
+			if !a.DecidedAt.IsZero() {
 				onEvent(run.Event{Type: run.EventApprovalDecided, RunID: runID, Graph: g.Name, Node: a.Node,
 					Time: a.DecidedAt, Status: a.Status, Error: a.ID})
 			}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -145,9 +146,8 @@ func (k *Kernel) base(c *Call, kind, status, errText string) *audit.Record {
 		r.Error = truncate(k.Redact(errText), 500)
 	}
 	if c.Parent != nil {
-		r.Kind = "tool." + kind[len("node."):min(len(kind), 64)]
-		if len(kind) < 5 || kind[:5] != "node." {
-			r.Kind = kind
+		if rest, ok := strings.CutPrefix(kind, "node."); ok {
+			r.Kind = "tool." + rest // node.intent -> tool.intent, ...
 		}
 		r.Agent = c.Parent.Node.Name + " -> " + r.Agent
 	}

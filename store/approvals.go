@@ -18,25 +18,10 @@ func (s *Store) Check(ctx context.Context, req *kernel.ApprovalRequest) (kernel.
 		return kernel.Decision{}, err
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT body FROM approvals WHERE run_id=? AND node=? ORDER BY created_at`, req.RunID, req.Node)
+	existing, err := scanApprovals(tx.QueryContext(ctx, `SELECT body FROM approvals WHERE run_id=? AND node=? ORDER BY created_at`, req.RunID, req.Node))
 	if err != nil {
 		return kernel.Decision{}, err
 	}
-	var existing []*kernel.ApprovalRequest
-	for rows.Next() {
-		var b string
-		if err := rows.Scan(&b); err != nil {
-			rows.Close()
-			return kernel.Decision{}, err
-		}
-		a := &kernel.ApprovalRequest{}
-		if err := json.Unmarshal([]byte(b), a); err != nil {
-			rows.Close()
-			return kernel.Decision{}, fmt.Errorf("approval record is corrupt: %w", err)
-		}
-		existing = append(existing, a)
-	}
-	rows.Close()
 	now := s.now()
 	var d *kernel.Decision
 	for _, a := range existing {
@@ -110,7 +95,16 @@ func (s *Store) Approval(ctx context.Context, id string) (*kernel.ApprovalReques
 
 // Approvals lists requests with the given status ("" for all), oldest first.
 func (s *Store) Approvals(ctx context.Context, status string) ([]*kernel.ApprovalRequest, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT body FROM approvals WHERE (?='' OR status=?) ORDER BY created_at LIMIT 1000`, status, status)
+	return scanApprovals(s.db.QueryContext(ctx, `SELECT body FROM approvals WHERE (?='' OR status=?) ORDER BY created_at LIMIT 1000`, status, status))
+}
+
+// RunApprovals lists every request of one run, oldest first.
+func (s *Store) RunApprovals(ctx context.Context, runID string) ([]*kernel.ApprovalRequest, error) {
+	return scanApprovals(s.db.QueryContext(ctx, `SELECT body FROM approvals WHERE run_id=? ORDER BY created_at`, runID))
+}
+
+// scanApprovals decodes the bodies a query returned.
+func scanApprovals(rows *sql.Rows, err error) ([]*kernel.ApprovalRequest, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +117,7 @@ func (s *Store) Approvals(ctx context.Context, status string) ([]*kernel.Approva
 		}
 		a := &kernel.ApprovalRequest{}
 		if err := json.Unmarshal([]byte(b), a); err != nil {
-			return nil, fmt.Errorf("an approval is corrupt: %w", err)
+			return nil, fmt.Errorf("an approval record is corrupt: %w", err)
 		}
 		out = append(out, a)
 	}
@@ -169,7 +163,9 @@ func (s *Store) Decide(ctx context.Context, id, decision, digest, approver strin
 // VoidRun voids every pending or approved-but-unused request of a run
 // ("" for every run): on cancel and on the kill switch.
 func (s *Store) VoidRun(ctx context.Context, runID string) (int, error) {
-	list, err := s.Approvals(ctx, "")
+	// Every open request, not a page of them: none may survive a kill.
+	list, err := scanApprovals(s.db.QueryContext(ctx, `SELECT body FROM approvals WHERE status IN (?, ?) AND (?='' OR run_id=?)`,
+		kernel.StatusPending, kernel.StatusApproved, runID, runID))
 	if err != nil {
 		return 0, err
 	}
