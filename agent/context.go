@@ -22,12 +22,29 @@ type CallContext struct {
 	hasInfo bool
 }
 
-// WithCall returns ctx carrying exactly cc for the call it is passed to:
+// WithCall returns ctx carrying a copy of cc for the call it is passed to:
 // nothing of an enclosing call (its secrets, its tools) shows through.
 func WithCall(ctx context.Context, cc *CallContext) context.Context {
-	cc.hasInfo = true
-	return context.WithValue(ctx, callCtxKey{}, cc)
+	c := &callValueCtx{Context: ctx, cc: *cc}
+	c.cc.hasInfo = true
+	return c
 }
+
+// callValueCtx is context.WithValue(ctx, callCtxKey{}, &cc) in one
+// allocation instead of two: the kernel makes one for every call.
+type callValueCtx struct {
+	context.Context
+	cc CallContext
+}
+
+func (c *callValueCtx) Value(key any) any {
+	if key == (callCtxKey{}) {
+		return &c.cc
+	}
+	return c.Context.Value(key)
+}
+
+func (c *callValueCtx) String() string { return "agent.WithCall" }
 
 func current(ctx context.Context) *CallContext {
 	cc, _ := ctx.Value(callCtxKey{}).(*CallContext)
@@ -40,7 +57,7 @@ func derive(ctx context.Context, f func(*CallContext)) context.Context {
 		n = *c
 	}
 	f(&n)
-	return context.WithValue(ctx, callCtxKey{}, &n)
+	return &callValueCtx{Context: ctx, cc: n}
 }
 
 // Secrets is the set of secrets one call may use: exactly those its node

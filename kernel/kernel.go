@@ -253,7 +253,7 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 		}
 	}
 
-	cc := &agent.CallContext{
+	cc := agent.CallContext{
 		Info:  agent.CallInfo{RunID: c.Run.ID, Node: n.Name, Principal: c.Run.Principal, Attempt: c.Attempt, Effects: n.Card.Effects},
 		Meter: c.Run.Budget, // no Secrets: a call sees none unless it declares some
 	}
@@ -280,7 +280,7 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 	}
 	// One value for the whole call: nothing of the caller's call (an LLM's
 	// secrets or tools, for a tool it calls) shows through.
-	cctx := agent.WithCall(ctx, cc)
+	cctx := agent.WithCall(ctx, &cc)
 
 	out, err = k.execute(cctx, n, c.Input)
 	if err != nil {

@@ -20,7 +20,7 @@ type nodeState struct {
 	gen      int
 	attempts int
 	iter     int
-	start    time.Time
+	start    int64 // mono
 	dur      time.Duration
 	out      agent.Message
 	err      error
@@ -34,7 +34,6 @@ type completion struct {
 	err      error
 	attempts int
 	warnings []string
-	dur      time.Duration
 }
 
 // exec is one run in progress. Its state is guarded by mu: a node's
@@ -43,6 +42,10 @@ type completion struct {
 // the caller's goroutine only waits for the run to go idle, its deadline or
 // its cancellation.
 type exec struct {
+	krv      kernel.Run    // kr, unless the run is resumed
+	budget   kernel.Budget // kr's, for a root run
+	stateBuf [4]nodeState  // states, for a small graph
+
 	r       *Runner
 	g       *graph.Graph
 	kr      *kernel.Run
@@ -52,10 +55,12 @@ type exec struct {
 	mu        sync.Mutex
 	states    []nodeState
 	ready     []launch      // nodes started under mu, waiting for a goroutine
-	idle      chan struct{} // signalled when nothing is running
+	wake      chan struct{} // signalled when nothing is running, and when the run is stopped
 	closed    bool          // the run has reported: late completions are dropped
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
+	rcv       runCtx
+	rc        *runCtx                 // the run's context: its cancellation and deadline
+	ctx       context.Context         // rc, as the tracer may have wrapped it for the nodes
+	cancel    context.CancelCauseFunc // rc's; call stop instead
 	running   int
 	resume    map[string]agent.Message
 	approvals []string
@@ -70,16 +75,19 @@ type launch struct {
 	in     agent.Message
 }
 
-func newExec(r *Runner, g *graph.Graph, kr *kernel.Run, onEvent func(Event)) *exec {
-	e := &exec{
-		r: r, g: g, kr: kr, onEvent: onEvent,
-		states: make([]nodeState, len(g.Nodes)),
-		idle:   make(chan struct{}, 1),
+// init readies e to run g; kr is e's own krv or a run resumed.
+func (e *exec) init(r *Runner, g *graph.Graph, kr *kernel.Run, onEvent func(Event)) {
+	e.r, e.g, e.kr, e.onEvent = r, g, kr, onEvent
+	if len(g.Nodes) <= len(e.stateBuf) {
+		e.states = e.stateBuf[:len(g.Nodes)]
+	} else {
+		e.states = make([]nodeState, len(g.Nodes))
 	}
+	e.wake = make(chan struct{}, 1)
+	e.watch.live = e.watch.liveBuf[:0]
 	for i := range e.states {
 		e.states[i].status = NodePending
 	}
-	return e
 }
 
 func (e *exec) emit(typ string, node string, f func(*Event)) {
@@ -96,14 +104,19 @@ func (e *exec) emit(typ string, node string, f func(*Event)) {
 func (e *exec) run(parent context.Context, deadline time.Duration, input agent.Message) *Result {
 	start := time.Now()
 	res := &Result{RunID: e.kr.ID, Graph: e.g.Name, Principal: e.kr.Principal, StartedAt: start}
-	dctx, dcancel := context.WithTimeoutCause(parent, deadline, errDeadline)
-	defer dcancel()
-	e.ctx, e.cancel = context.WithCancelCause(dctx)
+	dl := start.Add(deadline)
+	if pd, ok := parent.Deadline(); ok && pd.Before(dl) {
+		dl = pd
+	}
+	cctx, cancel := context.WithCancelCause(parent)
+	e.rcv = runCtx{Context: cctx, deadline: dl}
+	e.rc = &e.rcv
+	e.ctx, e.cancel = e.rc, cancel
 	defer e.cancel(nil)
-	defer e.watch.stop()
 	e.r.mu.Lock()
 	e.r.active[e] = struct{}{}
 	e.r.mu.Unlock()
+	e.watch.start(e, int64(start.Sub(epoch)))
 	defer func() {
 		e.r.mu.Lock()
 		delete(e.r.active, e)
@@ -127,10 +140,15 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	busy := e.running > 0
 	e.mu.Unlock()
 
+	pdone := parent.Done()
 	for busy {
 		select {
-		case <-e.idle:
-		case <-e.ctx.Done():
+		case <-e.wake:
+		case <-pdone:
+			pdone = nil
+			e.stop(context.Cause(parent)) // the context package does too, maybe a moment later
+		}
+		if e.rc.Context.Err() != nil {
 			e.interrupt()
 		}
 		e.mu.Lock()
@@ -139,7 +157,7 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.status == StatusRunning && e.ctx.Err() != nil {
+	if e.status == StatusRunning && e.rc.Err() != nil {
 		e.mu.Unlock()
 		e.interrupt() // ended before any node could start
 		e.mu.Lock()
@@ -159,12 +177,9 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 // the first is left for the calling goroutine and returned. mu is held.
 func (e *exec) launch(inline bool) (launch, bool) {
 	ready := e.ready
-	e.ready = e.ready[:0:0]
+	e.ready = e.ready[:0] // reused: ready is done with before mu is released
 	if e.running == 0 {
-		select {
-		case e.idle <- struct{}{}:
-		default:
-		}
+		e.signal()
 	}
 	var first launch
 	keep := inline && len(ready) > 0
@@ -172,9 +187,23 @@ func (e *exec) launch(inline bool) (launch, bool) {
 		first, ready = ready[0], ready[1:]
 	}
 	for _, l := range ready {
-		go e.nodeGoroutine(l)
+		workers.run(e, l)
 	}
 	return first, keep
+}
+
+// signal wakes the run's caller, if it is not already awake.
+func (e *exec) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop cancels the run's context with cause and wakes its caller.
+func (e *exec) stop(cause error) {
+	e.cancel(cause)
+	e.signal()
 }
 
 // deliver applies a node's completion and starts what became ready; with
@@ -200,14 +229,14 @@ func (e *exec) interrupt() {
 	for e.running > 0 {
 		e.mu.Unlock()
 		select {
-		case <-e.idle:
+		case <-e.wake:
 			e.mu.Lock()
 		case <-grace.C:
 			e.mu.Lock()
 			for i := range e.states {
 				if e.states[i].status == NodeRunning {
 					e.states[i].status = NodeCancelled
-					e.states[i].dur = time.Since(e.states[i].start)
+					e.states[i].dur = time.Duration(mono() - e.states[i].start)
 					e.states[i].err = errors.New("abandoned: did not stop when cancelled")
 				}
 			}
@@ -222,7 +251,7 @@ func (e *exec) settle() {
 	if e.status != StatusRunning {
 		return
 	}
-	switch cause := context.Cause(e.ctx); {
+	switch cause := e.rc.cause(); {
 	case errors.Is(cause, errDeadline):
 		e.status, e.failErr = StatusLimitExceeded, &kernel.LimitError{Limit: "run deadline"}
 	case errors.Is(cause, errFailed), errors.Is(cause, errPaused):
@@ -235,7 +264,7 @@ func (e *exec) settle() {
 
 func (e *exec) start(i int, in agent.Message) {
 	st := &e.states[i]
-	if e.ctx.Err() != nil {
+	if e.rc.Err() != nil {
 		st.status = NodeCancelled
 		return
 	}
@@ -251,7 +280,7 @@ func (e *exec) start(i int, in agent.Message) {
 		return
 	}
 	st.status = NodeRunning
-	st.start = time.Now()
+	st.start = mono()
 	st.gen++
 	e.running++
 	e.emit(EventNodeStarted, e.g.Nodes[i].Name, nil)
@@ -259,12 +288,8 @@ func (e *exec) start(i int, in agent.Message) {
 }
 
 // nodeGoroutine runs a node, then whichever successor it made ready, and so
-// on down the chain. It first grows the new goroutine's stack while the
-// stack holds two frames: left to grow on demand, it overflows deep inside
-// runNode -> kernel.Invoke -> the agent, and copying it there means walking
-// every frame.
+// on down the chain.
 func (e *exec) nodeGoroutine(l launch) {
-	growStack(l.i)
 	for {
 		next, ok := e.deliver(e.runNode(l.i, l.gen, l.in), true)
 		if !ok {
@@ -274,37 +299,28 @@ func (e *exec) nodeGoroutine(l launch) {
 	}
 }
 
-// growStack needs a frame of growStackBytes, which makes the runtime give
-// the goroutine an 8 KiB stack up front.
-//
-//go:noinline
-func growStack(i int) byte {
-	var buf [growStackBytes]byte
-	return buf[i%len(buf)]
-}
-
-const growStackBytes = 6 << 10
-
 // runNode executes one node: attempts, retries with backoff, its gate, and
 // returns how it ended.
 func (e *exec) runNode(i, gen int, in agent.Message) (c completion) {
 	n := e.g.Nodes[i]
 	c = completion{idx: i, gen: gen}
-	began := time.Now()
-	defer func() { c.dur = time.Since(began) }()
 	select {
 	case e.r.sem <- struct{}{}:
-		defer func() { <-e.r.sem }()
-	case <-e.ctx.Done():
-		c.err = context.Cause(e.ctx)
-		return
+	default:
+		select {
+		case e.r.sem <- struct{}{}:
+		case <-e.rc.Done():
+			c.err = e.rc.cause()
+			return
+		}
 	}
+	defer func() { <-e.r.sem }()
 	if n.Sem != nil {
 		select {
 		case n.Sem <- struct{}{}:
 			defer func() { <-n.Sem }()
-		case <-e.ctx.Done():
-			c.err = context.Cause(e.ctx)
+		case <-e.rc.Done():
+			c.err = e.rc.cause()
 			return
 		}
 	}
@@ -333,7 +349,7 @@ func (e *exec) runNode(i, gen int, in agent.Message) (c completion) {
 			c.out = out
 			return
 		}
-		if attempt > n.Retries || kernel.Permanent(err) || !retryable(err) || e.ctx.Err() != nil {
+		if attempt > n.Retries || kernel.Permanent(err) || !retryable(err) || e.rc.Err() != nil {
 			c.err = err
 			return
 		}
@@ -344,7 +360,7 @@ func (e *exec) runNode(i, gen int, in agent.Message) (c completion) {
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
-		case <-e.ctx.Done():
+		case <-e.rc.Done():
 			t.Stop()
 			c.err = err
 			return
@@ -381,13 +397,14 @@ func retryable(err error) bool {
 // out to the coordinator, which moves on without it.
 func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, attempt int) (agent.Message, error) {
 	call := &kernel.Call{Run: e.kr, Node: n, Input: in, Attempt: attempt}
-	if dl, ok := e.ctx.Deadline(); ok && time.Until(dl) <= n.Timeout {
+	now := mono()
+	if e.watch.deadline-now <= int64(n.Timeout) {
 		// The run's deadline comes first, and the coordinator enforces it.
 		return e.r.k.Invoke(e.ctx, call)
 	}
-	actx := e.watch.begin(e, n, gen, attempt)
+	actx := e.watch.begin(e, n, gen, attempt, now)
 	out, err := e.r.k.Invoke(actx, call)
-	if expired := e.watch.end(actx); err != nil && expired && e.ctx.Err() == nil {
+	if expired := e.watch.end(actx); err != nil && expired && e.rc.Err() == nil {
 		err = &TimeoutError{Node: n.Name, After: n.Timeout}
 	}
 	return out, err
@@ -414,7 +431,7 @@ func (e *exec) complete(c completion) {
 	}
 	e.running--
 	st.attempts += c.attempts
-	st.dur += c.dur
+	st.dur += time.Duration(mono() - st.start)
 	st.warnings = append(st.warnings, c.warnings...)
 	n := e.g.Nodes[c.idx]
 	if c.err != nil {
@@ -480,7 +497,7 @@ func (e *exec) fail(i int, err error) {
 	st.err = err
 	st.status = NodeFailed
 	status := statusOf(err)
-	if e.ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+	if e.rc.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 		// Stopped because the run is ending: the run's cause decides.
 		e.settle()
 		status = StatusCancelled
@@ -515,7 +532,7 @@ func (e *exec) fail(i int, err error) {
 		if status == StatusAwaitingApproval {
 			cause = errPaused
 		}
-		e.cancel(cause)
+		e.stop(cause)
 	}
 	for _, d := range n.Downstream {
 		e.notify(d, false)

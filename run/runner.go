@@ -63,6 +63,7 @@ type Runner struct {
 
 	mu     sync.Mutex
 	active map[*exec]struct{}
+	keeper keeper // the deadlines of the active runs
 }
 
 // NewRunner returns a Runner, or an error if a limit exceeds its ceiling.
@@ -112,6 +113,7 @@ func NewRunner(cfg *Config) (*Runner, error) {
 		return nil, fmt.Errorf("max cost $%g is outside (0, %g]", l.MaxCostUSD, Ceilings.MaxCostUSD)
 	}
 	r := &Runner{k: c.Kernel, sem: make(chan struct{}, c.Concurrency), limits: l, grace: c.Grace, prices: c.Prices, active: map[*exec]struct{}{}}
+	r.keeper.r = r
 	c.Kernel.Kill().OnEngage(r.killAll)
 	return r, nil
 }
@@ -121,7 +123,7 @@ func (r *Runner) killAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for e := range r.active {
-		e.cancel(errKilled)
+		e.stop(errKilled)
 	}
 }
 
@@ -161,7 +163,9 @@ type Request struct {
 func NewID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	var h [24]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
 func lower(cur, asked int64) int64 {
@@ -180,7 +184,10 @@ func (r *Runner) Run(ctx context.Context, req *Request) *Result {
 	steps := lower(lower(int64(r.limits.MaxSteps), int64(g.Limits.MaxSteps)), int64(req.MaxSteps))
 	tokens := lower(int64(r.limits.MaxTokens), int64(g.Limits.MaxTokens))
 
-	kr := &kernel.Run{ID: req.RunID, Graph: g.Name, Principal: req.Principal, UntrustedCaller: req.Input.Labels.Has(agent.Untrusted)}
+	// The run's scheduler state, kernel view and budget in one allocation.
+	e := &exec{}
+	kr := &e.krv
+	kr.ID, kr.Graph, kr.Principal, kr.UntrustedCaller = req.RunID, g.Name, req.Principal, req.Input.Labels.Has(agent.Untrusted)
 	if kr.ID == "" {
 		kr.ID = NewID()
 	}
@@ -193,11 +200,13 @@ func (r *Runner) Run(ctx context.Context, req *Request) *Result {
 				Error: fmt.Sprintf("limit exceeded: delegation depth (max %d)", MaxDelegationDepth), StartedAt: now, FinishedAt: now}
 		}
 	} else {
-		kr.Budget = kernel.NewBudget(steps, tokens)
-		kr.Budget.MaxCostMicros, kr.Budget.Prices = int64(r.limits.MaxCostUSD*1e6), r.prices
-		kr.Budget.MaxEgressBytes = r.limits.MaxEgressBytes
+		b := &e.budget
+		b.MaxSteps, b.MaxTokens = steps, tokens
+		b.MaxCostMicros, b.Prices = int64(r.limits.MaxCostUSD*1e6), r.prices
+		b.MaxEgressBytes = r.limits.MaxEgressBytes
+		kr.Budget = b
 	}
-	e := newExec(r, g, kr, req.OnEvent)
+	e.init(r, g, kr, req.OnEvent)
 	e.resume = maps.Clone(req.Resume)
 	if r.k.Kill().Engaged() {
 		now := time.Now()

@@ -3,60 +3,240 @@ package run
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/babelagent/babel/graph"
 )
 
-// attemptCtx is one attempt's context: the run's, with the node's deadline.
-// The run's watch cancels it when the deadline passes, so an attempt costs
-// no timer of its own.
-type attemptCtx struct {
-	context.Context
-	cancel   context.CancelCauseFunc
-	deadline time.Time
-	node     *graph.Node
-	gen      int
-	attempt  int
-	// guarded by watch.mu
-	slot      int
-	expired   bool
-	abandoned bool
+// runCtx is a run's context: the caller's, cancelled with a cause (fail
+// fast, pause, kill, cancel, deadline) and carrying the run's deadline. It
+// has no timer of its own: the run's watch cancels it at the deadline.
+type runCtx struct {
+	context.Context // context.WithCancelCause of the caller's context
+	deadline        time.Time
 }
 
-func (c *attemptCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *runCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
-// Err reports DeadlineExceeded once the deadline cut the attempt off, as a
+// Err reports DeadlineExceeded once the run's deadline ended it, as a
 // context.WithTimeout would.
-func (c *attemptCtx) Err() error {
+func (c *runCtx) Err() error {
 	err := c.Context.Err()
-	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
+	if err != nil && context.Cause(c.Context) == errDeadline {
 		return context.DeadlineExceeded
 	}
 	return err
 }
 
-// watch enforces the deadlines of a run's attempts with one timer, armed for
-// the earliest: at its deadline an attempt is cancelled, and if the agent
-// has not returned a grace period later the coordinator is told it was
-// abandoned.
-type watch struct {
-	mu   sync.Mutex
-	live []*attemptCtx
-	t    *time.Timer
-	at   time.Time // when t fires; zero if not armed
+// cause is why the run's context ended (nil while it has not).
+func (c *runCtx) cause() error { return context.Cause(c.Context) }
+
+// attemptCtx is one attempt's context: the run's, with the node's deadline.
+// It costs one allocation while nobody waits on it: the cancelable context
+// behind Done is made the first time an agent asks for it (most no-op and
+// pure-compute agents never do), and the run's watch enforces the deadline,
+// so an attempt has no timer of its own.
+type attemptCtx struct {
+	run     *runCtx
+	parent  context.Context // run, as the tracer may have wrapped it
+	due     int64           // the deadline, mono
+	node    *graph.Node
+	gen     int
+	attempt int
+
+	inner atomic.Pointer[innerCtx] // nil until Done or a derived context needs it
+	mu    sync.Mutex               // serializes making inner
+	// expired: the deadline cut the attempt off; ended: the agent returned.
+	expired, ended atomic.Bool
+
+	// guarded by watch.mu
+	slot      int
+	cutOff    bool
+	abandoned bool
 }
 
-func (w *watch) begin(e *exec, n *graph.Node, gen, attempt int) *attemptCtx {
-	cctx, cancel := context.WithCancelCause(e.ctx)
-	a := &attemptCtx{Context: cctx, cancel: cancel, deadline: time.Now().Add(n.Timeout), node: n, gen: gen, attempt: attempt}
+type innerCtx struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func (c *attemptCtx) Deadline() (time.Time, bool) { return monoTime(c.due), true }
+
+func (c *attemptCtx) Done() <-chan struct{} { return c.materialize().ctx.Done() }
+
+// Err reports DeadlineExceeded once the node's deadline cut the attempt off,
+// and the run's error once the run ended.
+func (c *attemptCtx) Err() error {
+	if c.expired.Load() {
+		return context.DeadlineExceeded
+	}
+	if in := c.inner.Load(); in != nil {
+		return in.ctx.Err()
+	}
+	return c.run.Err()
+}
+
+func (c *attemptCtx) Value(key any) any {
+	if in := c.inner.Load(); in != nil {
+		return in.ctx.Value(key)
+	}
+	return c.parent.Value(key)
+}
+
+// materialize returns the cancelable context behind the attempt, making it
+// on first use: a child of the run's, already cancelled if the attempt was
+// cut off or has returned.
+func (c *attemptCtx) materialize() *innerCtx {
+	if in := c.inner.Load(); in != nil {
+		return in
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if in := c.inner.Load(); in != nil {
+		return in
+	}
+	ctx, cancel := context.WithCancelCause(c.parent)
+	in := &innerCtx{ctx: ctx, cancel: cancel}
+	switch {
+	case c.expired.Load():
+		cancel(context.DeadlineExceeded)
+	case c.ended.Load():
+		cancel(context.Canceled)
+	}
+	c.inner.Store(in)
+	return in
+}
+
+// expire cuts the attempt off at its deadline.
+func (c *attemptCtx) expire() {
+	c.mu.Lock()
+	c.expired.Store(true)
+	in := c.inner.Load()
+	c.mu.Unlock()
+	if in == nil {
+		in = c.materialize()
+	}
+	in.cancel(context.DeadlineExceeded)
+}
+
+// release ends the attempt: a context made for it is cancelled, which
+// detaches it from the run's.
+func (c *attemptCtx) release() {
+	c.mu.Lock()
+	c.ended.Store(true)
+	in := c.inner.Load()
+	c.mu.Unlock()
+	if in != nil {
+		in.cancel(context.Canceled)
+	}
+}
+
+// epoch anchors mono, the scheduler's clock.
+var epoch = time.Now()
+
+// mono is nanoseconds since epoch on the monotonic clock: cheaper to read
+// than time.Now, which also reads the wall clock.
+func mono() int64 { return int64(time.Since(epoch)) }
+
+// monoTime is the time.Time of mono reading m.
+func monoTime(m int64) time.Time { return epoch.Add(time.Duration(m)) }
+
+// keeper enforces the deadlines of a Runner's runs with one timer, armed
+// for the earliest thing any run's watch waits for. A run costs it no timer
+// of its own: a run starts later than the runs in flight, so its deadlines
+// come later too, and the timer is rarely moved.
+type keeper struct {
+	r  *Runner
+	mu sync.Mutex
+	t  *time.Timer
+	at int64 // mono when t fires; 0 while it is not armed
+}
+
+// lower makes the keeper fire at or before at.
+func (k *keeper) lower(at int64) {
+	k.mu.Lock()
+	if k.at == 0 || at < k.at {
+		k.arm(at)
+	}
+	k.mu.Unlock()
+}
+
+// arm sets the timer for at; k.mu is held.
+func (k *keeper) arm(at int64) {
+	k.at = at
+	d := time.Duration(at - mono())
+	if k.t == nil {
+		k.t = time.AfterFunc(d, k.fire)
+		return
+	}
+	k.t.Reset(d)
+}
+
+func (k *keeper) fire() {
+	k.mu.Lock()
+	k.at = 0 // a run lowering it meanwhile arms it
+	k.mu.Unlock()
+	k.r.mu.Lock()
+	runs := make([]*exec, 0, len(k.r.active))
+	for e := range k.r.active {
+		runs = append(runs, e)
+	}
+	k.r.mu.Unlock()
+	var next int64
+	for _, e := range runs {
+		if at := e.watch.check(e); at != 0 && (next == 0 || at < next) {
+			next = at
+		}
+	}
+	if next != 0 {
+		k.lower(next)
+	}
+}
+
+// watch holds what a run waits for in time: its deadline, and the
+// deadlines of its attempts. At the run's deadline the run is stopped; at
+// its deadline an attempt is cancelled, and if the agent has not returned a
+// grace period later the coordinator is told it was abandoned. The
+// Runner's keeper calls check when something may be due.
+type watch struct {
+	mu       sync.Mutex
+	deadline int64 // the run's, mono
+	// minTimeout is the shortest node timeout of the graph: no attempt
+	// starting after now is due before now+minTimeout.
+	minTimeout int64
+	at         int64 // the earliest thing due, mono; the keeper fires by then
+	live       []*attemptCtx
+	liveBuf    [4]*attemptCtx // live, while few attempts are
+}
+
+// start registers the run with the keeper: at the latest, it looks again
+// when the first attempt could be due.
+func (w *watch) start(e *exec, now int64) {
+	w.mu.Lock()
+	w.deadline = int64(e.rc.deadline.Sub(epoch))
+	w.minTimeout = int64(time.Hour)
+	for _, n := range e.g.Nodes {
+		w.minTimeout = min(w.minTimeout, int64(n.Timeout))
+	}
+	w.at = min(w.deadline, now+w.minTimeout)
+	w.mu.Unlock()
+	e.r.keeper.lower(w.at)
+}
+
+func (w *watch) begin(e *exec, n *graph.Node, gen, attempt int, now int64) *attemptCtx {
+	a := &attemptCtx{run: e.rc, parent: e.ctx, due: now + int64(n.Timeout), node: n, gen: gen, attempt: attempt}
 	w.mu.Lock()
 	a.slot = len(w.live)
 	w.live = append(w.live, a)
-	if w.at.IsZero() || a.deadline.Before(w.at) {
-		w.arm(e, a.deadline)
+	lower := a.due < w.at
+	if lower {
+		w.at = a.due
 	}
 	w.mu.Unlock()
+	if lower {
+		e.r.keeper.lower(a.due)
+	}
 	return a
 }
 
@@ -67,65 +247,66 @@ func (w *watch) end(a *attemptCtx) bool {
 	w.live[a.slot], last.slot = last, a.slot
 	w.live[len(w.live)-1] = nil
 	w.live = w.live[:len(w.live)-1]
-	expired := a.expired
+	cutOff := a.cutOff
 	w.mu.Unlock()
-	a.cancel(nil)
-	return expired
+	a.release()
+	return cutOff
 }
 
-// arm sets the timer for at; w.mu is held.
-func (w *watch) arm(e *exec, at time.Time) {
-	w.at = at
-	if w.t == nil {
-		w.t = time.AfterFunc(time.Until(at), func() { w.fire(e) })
-		return
-	}
-	w.t.Reset(time.Until(at))
-}
-
-func (w *watch) fire(e *exec) {
+// check acts on what is due and returns when to look again (0: never).
+func (w *watch) check(e *exec) int64 {
 	var abandoned []completion
+	var expired []*attemptCtx
+	now := mono()
 	w.mu.Lock()
-	w.at = time.Time{}
-	if e.ctx.Err() == nil { // else the run itself ended: the coordinator handles it
-		now := time.Now()
-		var next time.Time
-		for _, a := range w.live {
-			if a.abandoned {
+	if w.at == 0 { // not started, or over
+		w.mu.Unlock()
+		return 0
+	}
+	if now < w.at {
+		at := w.at
+		w.mu.Unlock()
+		return at
+	}
+	if now >= w.deadline {
+		w.at = 0
+		w.mu.Unlock()
+		e.stop(errDeadline) // the coordinator takes it from here
+		return 0
+	}
+	if e.rc.Context.Err() != nil { // the run itself ended: the coordinator handles it
+		w.at = 0
+		w.mu.Unlock()
+		return 0
+	}
+	next := min(w.deadline, now+w.minTimeout)
+	for _, a := range w.live {
+		if a.abandoned {
+			continue
+		}
+		due := a.due
+		if !a.cutOff && now >= due {
+			a.cutOff = true
+			expired = append(expired, a)
+		}
+		if a.cutOff {
+			due += int64(e.r.grace)
+			if now >= due {
+				a.abandoned = true
+				abandoned = append(abandoned, completion{idx: a.node.Index, gen: a.gen, attempts: a.attempt,
+					err: &TimeoutError{Node: a.node.Name, After: a.node.Timeout, Abandoned: true}})
 				continue
 			}
-			due := a.deadline
-			if !a.expired && !now.Before(due) {
-				a.expired = true
-				a.cancel(context.DeadlineExceeded)
-			}
-			if a.expired {
-				due = a.deadline.Add(e.r.grace)
-				if !now.Before(due) {
-					a.abandoned = true
-					abandoned = append(abandoned, completion{idx: a.node.Index, gen: a.gen, attempts: a.attempt,
-						err: &TimeoutError{Node: a.node.Name, After: a.node.Timeout, Abandoned: true}})
-					continue
-				}
-			}
-			if next.IsZero() || due.Before(next) {
-				next = due
-			}
 		}
-		if !next.IsZero() {
-			w.arm(e, next)
-		}
+		next = min(next, due)
 	}
+	w.at = next
 	w.mu.Unlock()
+	for _, a := range expired {
+		a.expire()
+	}
 	for _, c := range abandoned {
 		e.deliver(c, false)
 	}
-}
-
-func (w *watch) stop() {
-	w.mu.Lock()
-	if w.t != nil {
-		w.t.Stop()
-	}
-	w.mu.Unlock()
+	return next
 }
