@@ -13,6 +13,12 @@ import (
 // keep their order and the document its layout. When nothing needs
 // redacting, raw itself is returned. Invalid JSON is redacted as text.
 func (r *Redactor) RedactJSON(raw json.RawMessage) json.RawMessage {
+	return r.redactJSON(raw, true)
+}
+
+// redactJSON is RedactJSON; with quick false it takes the long way even
+// when one pass over the whole document finds nothing (for tests).
+func (r *Redactor) redactJSON(raw json.RawMessage, quick bool) json.RawMessage {
 	if len(raw) == 0 {
 		return raw
 	}
@@ -20,6 +26,15 @@ func (r *Redactor) RedactJSON(raw json.RawMessage) json.RawMessage {
 		return r.RedactBytes(raw)
 	}
 	s := bytesView(raw)
+	// With no escapes, every string holds what the document holds at its
+	// place: when one pass over the whole finds nothing, no string holds
+	// anything either, and only values under a credential-named key change.
+	scan := true
+	if quick && strings.IndexByte(s, '\\') < 0 {
+		if _, changed := r.redact(s); !changed {
+			scan = false
+		}
+	}
 	var out []byte
 	last := 0
 	sensitive := false // the last key read names a credential
@@ -31,12 +46,14 @@ func (r *Redactor) RedactJSON(raw json.RawMessage) json.RawMessage {
 			var red string
 			var changed bool
 			if nextNonSpace(s, end) == ':' {
-				red, changed = r.redact(str)
+				if scan {
+					red, changed = r.redact(str)
+				}
 				sensitive = SensitiveKey(str)
 			} else {
 				if sensitive && str != "" && str != Redacted {
 					red, changed = Redacted, true
-				} else {
+				} else if scan {
 					red, changed = r.redact(str)
 				}
 				sensitive = false
@@ -52,7 +69,7 @@ func (r *Redactor) RedactJSON(raw json.RawMessage) json.RawMessage {
 			for end < len(s) && strings.IndexByte("0123456789+-.eE", s[end]) >= 0 {
 				end++
 			}
-			if _, changed := r.redact(s[i:end]); changed || sensitive {
+			if sensitive || scan && redacts(r, s[i:end]) {
 				out = append(out, s[last:i]...)
 				out = appendJSONString(out, Redacted)
 				last = end
@@ -70,6 +87,11 @@ func (r *Redactor) RedactJSON(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return append(out, s[last:]...)
+}
+
+func redacts(r *Redactor, s string) bool {
+	_, changed := r.redact(s)
+	return changed
 }
 
 // jsonStringEnd returns the index just past the string literal at s[i]

@@ -279,3 +279,23 @@ func FuzzRedactJSONKeepsValidity(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRedactJSONQuickPathAgrees: the one-pass shortcut changes nothing.
+func FuzzRedactJSONQuickPathAgrees(f *testing.F) {
+	for _, s := range []string{`{}`, `[1,"a",{"password":2}]`, `{"k":"sk-abcdefghijklmnopqrstu"}`, `{"pass-word":"x","n":123456}`,
+		`{"Authorization":"Basic YTpi"}`, `["AKIAIOSFODNN7EXAMPLE",{"x":"eyJhbGciOi.eyJzdWIiOi.abc"}]`, `{"aws_secret_access_key":"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}`,
+		`{"a":"ghp_abcdefghijklmnopqrstuvwxyz0123","b":"xoxb-1234567890-abc"}`, `{"authorization":"Bearer abc.def"}`} {
+		f.Add(s)
+	}
+	r := NewRedactor()
+	r.Register("123456", "secret-value")
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		quick, long := r.redactJSON(json.RawMessage(s), true), r.redactJSON(json.RawMessage(s), false)
+		if string(quick) != string(long) {
+			t.Fatalf("RedactJSON(%s): quick path %s, long way %s", s, quick, long)
+		}
+	})
+}
