@@ -12,6 +12,9 @@
 //     the server process, fenced by WebAssembly's memory safety and by
 //     imports that grant nothing: a bug in wazero would land an escape in
 //     the server, which the os kind's separate process would not.
+//     JavaScript calls start from a snapshot of a QuickJS runtime created
+//     once per sandbox (see jsTemplate), copied into each call's fresh
+//     instance, with the call's heap limit and a fresh Math.random seed.
 //   - OS (kind "os") runs a program under bubblewrap: every namespace
 //     unshared (network included), an unprivileged user with no capability
 //     (and, when the server runs as root, bubblewrap itself runs as nobody),

@@ -2,11 +2,11 @@ package sandbox
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	_ "unsafe" // for go:linkname
 
 	// The QuickJS engine, compiled to WebAssembly and embedded by qjs. Only
@@ -35,13 +35,22 @@ func (w *Wasm) runJS(ctx context.Context, spec *Spec) (*Result, error) {
 	if len(qjsModule) == 0 {
 		return nil, &SetupError{Kind: KindWasm, Reason: "the QuickJS module is not linked in"}
 	}
-	w.qjsOnce.Do(func() { w.qjsKey = sha256.Sum256(qjsModule) })
-	cm, release, err := w.compile(ctx, w.qjsKey, qjsModule)
+	tpl, err := w.jsTemplate(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	return w.exec(ctx, spec, cm, runQuickJS)
+	if lim := spec.Limits.withDefaults(); uint64(len(tpl.memory)) > uint64(lim.Memory) {
+		// The runtime alone does not fit: the code could not even start.
+		return nil, &LimitError{Limit: LimitMemory}
+	}
+	// The instance's monotonic clock starts where the template's stood, so
+	// performance.now() counts from the start of this call.
+	start := time.Now()
+	clock := func() int64 { return templateNanotime + int64(time.Since(start)) }
+	eo := &execOptions{nanotime: clock, reserve: uint64(len(tpl.memory))}
+	return w.exec(ctx, spec, tpl.cm, eo, func(ctx context.Context, mod api.Module, spec *Spec, lim Limits, stderr io.Writer) (int, []byte, error) {
+		return runQuickJS(ctx, mod, tpl, spec, lim, stderr)
+	})
 }
 
 // jsEnvelope is what the harness returns: the outcome of the user's code.
@@ -51,35 +60,44 @@ type jsEnvelope struct {
 	Error string  `json:"error"`
 }
 
-// jsHarness wraps the user's code. It defines the globals input (stdin,
-// parsed as JSON when it is JSON) and env (the declared environment, also
-// set for std.getenv: QuickJS's libc reads no WASI environment, as the
-// module's _start is never called), runs
-// the code with an indirect eval (global scope, no access to the harness's
-// locals), awaits a promise result, and returns one JSON envelope. Strings
-// are embedded as JSON string literals, which are valid JavaScript.
-const jsHarness = `globalThis.input = (function (s) {
-  if (s === "") return undefined;
-  try { return JSON.parse(s); } catch (e) { return s; }
-})(%s);
-globalThis.env = JSON.parse(%s);
-for (const k of Object.keys(env)) std.setenv(k, env[k]);
-(async function () {
-  const stringify = JSON.stringify, src = %s;
-  let v;
-  try {
-    v = (0, eval)(src);
-    if (v !== null && typeof v === "object" && typeof v.then === "function") v = await v;
-  } catch (e) {
-    let m = String(e);
-    try { if (e && typeof e.stack === "string" && e.stack !== "") m += "\n" + e.stack; } catch (_) {}
-    return stringify({ ok: false, error: m });
-  }
-  if (v === undefined) return stringify({ ok: true });
-  let j;
-  try { j = stringify(v); } catch (e) { return stringify({ ok: false, error: "result is not JSON: " + String(e) }); }
-  return j === undefined ? stringify({ ok: true }) : stringify({ ok: true, value: j });
-})()`
+// jsHarness wraps the user's code. The template (see jsTemplate) compiles
+// it once and keeps the function it defines; each call's script,
+// jsHarnessCall, calls it, and it first removes itself from the global
+// scope. It defines the globals input (stdin, parsed as JSON when it is
+// JSON) and env (the declared environment, also set for std.getenv:
+// QuickJS's libc reads no WASI environment, as the module's _start is
+// never called), runs the code with an indirect eval (global scope, no
+// access to the harness's locals), awaits a promise result, and returns one
+// JSON envelope.
+const jsHarness = `Object.defineProperty(globalThis, "__babel_run", { configurable: true, writable: true, value: function (s, envText, src) {
+  delete globalThis.__babel_run;
+  globalThis.input = (function () {
+    if (s === "") return undefined;
+    try { return JSON.parse(s); } catch (e) { return s; }
+  })();
+  globalThis.env = JSON.parse(envText);
+  for (const k of Object.keys(env)) std.setenv(k, env[k]);
+  const stringify = JSON.stringify;
+  return (async function () {
+    let v;
+    try {
+      v = (0, eval)(src);
+      if (v !== null && typeof v === "object" && typeof v.then === "function") v = await v;
+    } catch (e) {
+      let m = String(e);
+      try { if (e && typeof e.stack === "string" && e.stack !== "") m += "\n" + e.stack; } catch (_) {}
+      return stringify({ ok: false, error: m });
+    }
+    if (v === undefined) return stringify({ ok: true });
+    let j;
+    try { j = stringify(v); } catch (e) { return stringify({ ok: false, error: "result is not JSON: " + String(e) }); }
+    return j === undefined ? stringify({ ok: true }) : stringify({ ok: true, value: j });
+  })();
+} });`
+
+// jsHarnessCall is a call's script: stdin, the environment as JSON text
+// and the code, embedded as JSON string literals (valid JavaScript).
+const jsHarnessCall = `__babel_run(%s, %s, %s)`
 
 func jsString(s string) string {
 	b, _ := json.Marshal(s) // a string always marshals
@@ -91,12 +109,12 @@ func buildJSHarness(spec *Spec) string {
 	if spec.Env == nil {
 		env = []byte("{}")
 	}
-	return fmt.Sprintf(jsHarness, jsString(string(spec.Stdin)), jsString(string(env)), jsString(string(spec.Code)))
+	return fmt.Sprintf(jsHarnessCall, jsString(string(spec.Stdin)), jsString(string(env)), jsString(string(spec.Code)))
 }
 
-// runQuickJS evaluates the harness in a fresh QuickJS runtime.
-func runQuickJS(ctx context.Context, mod api.Module, spec *Spec, lim Limits, stderr io.Writer) (int, []byte, error) {
-	q := &qjsCall{ctx: ctx, mod: mod}
+// runQuickJS restores the template's runtime into mod, a fresh instance,
+// and evaluates the harness in it.
+func runQuickJS(ctx context.Context, mod api.Module, tpl *jsTemplate, spec *Spec, lim Limits, stderr io.Writer) (int, []byte, error) {
 	// QuickJS's own heap limit sits below the linear-memory cap, so that
 	// running out is usually a catchable "out of memory" error rather than a
 	// failed allocation deep in the engine; the cap catches what QuickJS does
@@ -105,11 +123,11 @@ func runQuickJS(ctx context.Context, mod api.Module, spec *Spec, lim Limits, std
 	// traps, which ends the call and nothing else.)
 	heap := uint64(lim.Memory - lim.Memory/4)
 	heap = min(heap, 1<<32-1)
-	rt := q.call("New_QJS", heap, 0, 0, 0)
-	if q.err == nil && uint32(rt) == 0 {
-		return 0, nil, &LimitError{Limit: LimitMemory}
+	if err := tpl.restore(mod, uint32(heap)); err != nil {
+		return 0, nil, err
 	}
-	jctx := q.call("QJS_GetContext", rt)
+	q := &qjsCall{ctx: ctx, mod: mod}
+	jctx := uint64(tpl.jctx)
 	code := q.cstring(buildJSHarness(spec))
 	file := q.cstring("<code>")
 	opts := q.call("QJS_CreateEvalOption", code, 0, 0, file, 0)

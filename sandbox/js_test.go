@@ -240,3 +240,78 @@ func TestJSCancelDuringCompileStopsWithinASecond(t *testing.T) {
 		t.Fatalf("returned after %v", d)
 	}
 }
+
+// Each call starts from a snapshot of a runtime made once (jsTemplate):
+// what must differ per call does.
+func TestJSSnapshotPerCallState(t *testing.T) {
+	t.Parallel()
+	t.Run("Math.random is seeded per call", func(t *testing.T) {
+		t.Parallel()
+		seen := map[string]bool{}
+		for i := 0; i < 4; i++ {
+			res, err := runJS(t, `[Math.random(), Math.random()]`, "", nil)
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("res %+v err %v", res, err)
+			}
+			if seen[string(res.Value)] {
+				t.Fatalf("two calls drew the same random numbers %s", res.Value)
+			}
+			seen[string(res.Value)] = true
+		}
+	})
+	t.Run("performance.now counts from the call", func(t *testing.T) {
+		t.Parallel()
+		if _, err := runJS(t, `1`, "", nil); err != nil { // the template exists from here on
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		res, err := runJS(t, `[performance.now(), Date.now()]`, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v [2]float64
+		if err := json.Unmarshal(res.Value, &v); err != nil {
+			t.Fatalf("%s: %v", res.Value, err)
+		}
+		if v[0] < 0 || v[0] >= 400 {
+			t.Fatalf("performance.now() = %v ms, want the time since this call started", v[0])
+		}
+		if d := time.Since(time.UnixMilli(int64(v[1]))); d < -time.Second || d > time.Minute {
+			t.Fatalf("Date.now() is %v away from the host's clock", d)
+		}
+	})
+	t.Run("the harness is gone before the code runs", func(t *testing.T) {
+		t.Parallel()
+		res, err := runJS(t, `[typeof __babel_run, Object.getOwnPropertyNames(globalThis).filter(n => n.startsWith("__")).join()]`, "", nil)
+		if err != nil || string(res.Value) != `["undefined",""]` {
+			t.Fatalf("res %+v err %v", res, err)
+		}
+	})
+	t.Run("the heap limit is the call's", func(t *testing.T) {
+		t.Parallel()
+		// 56 MB is over the heap limit of a 64 MB call (3/4 of it), well
+		// under that of the default 512 MB: the same snapshot serves both.
+		code := `try { new ArrayBuffer(56 << 20).byteLength } catch (e) { String(e) }`
+		spec := JavaScript(code)
+		spec.Limits = Limits{Memory: 64 << 20}
+		res, err := testSB.wasm.Run(context.Background(), spec)
+		if err != nil || !strings.Contains(string(res.Value), "out of memory") {
+			t.Fatalf("64 MB call: res %+v err %v, want a caught out-of-memory error", res, err)
+		}
+		res, err = runJS(t, code, "", nil)
+		if err != nil || string(res.Value) != "58720256" {
+			t.Fatalf("default call: res %+v err %v, want the buffer", res, err)
+		}
+	})
+	t.Run("a cap below the snapshot names the memory limit", func(t *testing.T) {
+		t.Parallel()
+		tpl, err := testSB.wasm.jsTemplate(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := JavaScript(`1`)
+		spec.Limits = Limits{Memory: int64(len(tpl.memory)) - wasmPage}
+		_, err = testSB.wasm.Run(context.Background(), spec)
+		wantLimit(t, err, LimitMemory)
+	})
+}

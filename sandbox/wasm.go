@@ -49,8 +49,7 @@ type Wasm struct {
 	closed   bool
 	compiled map[[32]byte]*compiledEntry
 
-	qjsOnce sync.Once
-	qjsKey  [32]byte // digest of qjsModule, hashed once
+	js *jsTemplateEntry // QuickJS's snapshot, once a JavaScript call asked for it
 }
 
 type compiledEntry struct {
@@ -142,7 +141,7 @@ func (w *Wasm) Run(ctx context.Context, spec *Spec) (*Result, error) {
 			return nil, err
 		}
 		defer release()
-		return w.exec(ctx, spec, cm, runStart)
+		return w.exec(ctx, spec, cm, nil, runStart)
 	case ProgramJS:
 		return w.runJS(ctx, spec)
 	default:
@@ -220,8 +219,20 @@ func runStart(ctx context.Context, mod api.Module, _ *Spec, _ Limits, _ io.Write
 	return 0, nil, err
 }
 
+// execOptions adjusts an instance for a kind of guest. Nil means none.
+type execOptions struct {
+	// nanotime is the guest's monotonic clock; nil: the host's.
+	nanotime sys.Nanotime
+	// reserve is the linear memory the guest is known to grow to at once
+	// (a snapshot's size), allocated up front instead of grown into.
+	reserve uint64
+}
+
 // exec instantiates cm under spec's limits and runs body on it.
-func (w *Wasm) exec(parent context.Context, spec *Spec, cm wazero.CompiledModule, body guestBody) (*Result, error) {
+func (w *Wasm) exec(parent context.Context, spec *Spec, cm wazero.CompiledModule, eo *execOptions, body guestBody) (*Result, error) {
+	if eo == nil {
+		eo = &execOptions{}
+	}
 	lim := spec.Limits.withDefaults()
 	if need := minMemory(cm); need > uint64(lim.Memory) {
 		return nil, &LimitError{Limit: LimitMemory}
@@ -235,7 +246,7 @@ func (w *Wasm) exec(parent context.Context, spec *Spec, cm wazero.CompiledModule
 	over := func() { cancel(&LimitError{Limit: LimitOutput}) }
 	stdout := &cappedBuffer{max: lim.Output, over: over}
 	stderr := &cappedBuffer{max: lim.Output, over: over}
-	mem := &memoryCap{max: uint64(lim.Memory)}
+	mem := &memoryCap{max: uint64(lim.Memory), reserve: eo.reserve}
 
 	name := spec.Program
 	if name == "" {
@@ -262,6 +273,9 @@ func (w *Wasm) exec(parent context.Context, spec *Spec, cm wazero.CompiledModule
 			}
 		}).
 		WithRandSource(crand.Reader)
+	if eo.nanotime != nil {
+		cfg = cfg.WithNanotime(eo.nanotime, 1)
+	}
 	for k, v := range spec.Env {
 		cfg = cfg.WithEnv(k, v)
 	}
@@ -329,14 +343,15 @@ func minMemory(cm wazero.CompiledModule) uint64 {
 // max: the guest's memory.grow then fails, and refused records that the
 // limit was reached.
 type memoryCap struct {
-	max uint64
+	max     uint64
+	reserve uint64 // capacity to allocate at first, within max
 
 	mu  sync.Mutex
 	hit bool
 }
 
 func (m *memoryCap) Allocate(capacity, _ uint64) experimental.LinearMemory {
-	return &linearMemory{cap: m, buf: make([]byte, 0, min(capacity, m.max))}
+	return &linearMemory{cap: m, buf: make([]byte, 0, min(max(capacity, m.reserve), m.max))}
 }
 
 func (m *memoryCap) refused() bool {
