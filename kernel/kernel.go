@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/audit"
@@ -117,6 +118,7 @@ func New(opts *Options) *Kernel {
 
 // StartRun lets the tracer open a run's span (a no-op without a tracer).
 func (k *Kernel) StartRun(ctx context.Context, r *Run) (context.Context, func(status string)) {
+	r.redactGen = k.opts.Redactor.Generation()
 	if k.opts.Tracer == nil {
 		return ctx, func(string) {}
 	}
@@ -145,6 +147,9 @@ type Run struct {
 	// not approve the run's own calls.
 	UntrustedCaller bool
 	labels          atomic.Uint32
+	// redactGen is the redactor's generation when the run started: while
+	// it holds, what the kernel redacted during the run is redacted still.
+	redactGen int
 
 	mu        sync.Mutex
 	approvals int
@@ -169,10 +174,14 @@ func (r *Run) Hold(ls agent.Labels) {
 
 // Call is one invocation of a node, or of a tool by a node.
 type Call struct {
-	Run     *Run
-	Node    *graph.Node
-	Input   agent.Message
-	Attempt int
+	Run   *Run
+	Node  *graph.Node
+	Input agent.Message
+	// InputRedacted says Input is, as is, the output of an earlier kernel
+	// call, which the kernel redacted: a text part the agent hands back
+	// untouched is not scanned again.
+	InputRedacted bool
+	Attempt       int
 	// Parent is the call whose agent called this tool; nil for a node.
 	Parent *Call
 
@@ -296,7 +305,7 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 	if n.Sensitive {
 		labels = labels.With(agent.Sensitive)
 	}
-	out = k.redactMessage(out)
+	out = k.redactMessage(out, c)
 	out.Labels = labels
 	c.Run.Hold(labels)
 	return k.outcome(ctx, c, out, nil)
@@ -358,14 +367,22 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// redactMessage scrubs secret values from every text and data part.
-func (k *Kernel) redactMessage(m agent.Message) agent.Message {
+// redactMessage scrubs secret values from every text and data part of c's
+// output m. A text part that is one of c's redacted input's, the same
+// string (strings are immutable), is clean already, unless a secret was
+// registered since.
+func (k *Kernel) redactMessage(m agent.Message, c *Call) agent.Message {
+	// A secret registered since the run started may be in what was
+	// redacted before it was.
+	clean := c.InputRedacted && k.opts.Redactor.Generation() == c.Run.redactGen
 	var parts []agent.Part
 	for i, p := range m.Parts {
 		q := p
 		switch p.Kind {
 		case agent.PartText:
-			q.Text = k.opts.Redactor.Redact(p.Text)
+			if !clean || !sameText(p.Text, c.Input) {
+				q.Text = k.opts.Redactor.Redact(p.Text)
+			}
 		case agent.PartData:
 			q.Data = k.opts.Redactor.RedactJSON(p.Data)
 		}
@@ -380,6 +397,17 @@ func (k *Kernel) redactMessage(m agent.Message) agent.Message {
 		m.Parts = parts
 	}
 	return m
+}
+
+// sameText reports whether s is, the very string and not a copy, the text
+// of one of in's parts.
+func sameText(s string, in agent.Message) bool {
+	for _, p := range in.Parts {
+		if p.Kind == agent.PartText && len(p.Text) == len(s) && unsafe.StringData(p.Text) == unsafe.StringData(s) {
+			return true
+		}
+	}
+	return false
 }
 
 func truncate(s string, n int) string {

@@ -73,6 +73,7 @@ type exec struct {
 type launch struct {
 	i, gen int
 	in     agent.Message
+	clean  bool // in is a kernel call's output as is
 }
 
 // init readies e to run g; kr is e's own krv or a run resumed.
@@ -133,7 +134,7 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 		e.status, e.failErr = StatusFailed, fmt.Errorf("input: %w", err)
 	} else {
 		for _, i := range e.g.Roots {
-			e.start(i, input)
+			e.start(i, input, false)
 		}
 	}
 	e.launch(false)
@@ -262,7 +263,9 @@ func (e *exec) settle() {
 	}
 }
 
-func (e *exec) start(i int, in agent.Message) {
+// start starts node i on in; clean says in is a kernel call's output as is,
+// already redacted.
+func (e *exec) start(i int, in agent.Message, clean bool) {
 	st := &e.states[i]
 	if e.rc.Err() != nil {
 		st.status = NodeCancelled
@@ -284,14 +287,14 @@ func (e *exec) start(i int, in agent.Message) {
 	st.gen++
 	e.running++
 	e.emit(EventNodeStarted, e.g.Nodes[i].Name, nil)
-	e.ready = append(e.ready, launch{i: i, gen: st.gen, in: in})
+	e.ready = append(e.ready, launch{i: i, gen: st.gen, in: in, clean: clean})
 }
 
 // nodeGoroutine runs a node, then whichever successor it made ready, and so
 // on down the chain.
 func (e *exec) nodeGoroutine(l launch) {
 	for {
-		next, ok := e.deliver(e.runNode(l.i, l.gen, l.in), true)
+		next, ok := e.deliver(e.runNode(l), true)
 		if !ok {
 			return
 		}
@@ -301,7 +304,8 @@ func (e *exec) nodeGoroutine(l launch) {
 
 // runNode executes one node: attempts, retries with backoff, its gate, and
 // returns how it ended.
-func (e *exec) runNode(i, gen int, in agent.Message) (c completion) {
+func (e *exec) runNode(l launch) (c completion) {
+	i, gen, in := l.i, l.gen, l.in
 	n := e.g.Nodes[i]
 	c = completion{idx: i, gen: gen}
 	select {
@@ -327,7 +331,7 @@ func (e *exec) runNode(i, gen int, in agent.Message) (c completion) {
 	gateTries := 0
 	for attempt := 1; ; attempt++ {
 		c.attempts = attempt
-		out, err := e.attempt(n, gen, in, attempt)
+		out, err := e.attempt(n, gen, in, l.clean, attempt)
 		if err == nil && n.Gate != nil {
 			if ok, why := n.Gate.Check.Eval(out); !ok {
 				switch n.Gate.OnFail {
@@ -395,8 +399,8 @@ func retryable(err error) bool {
 // attempt makes one kernel call under the node's timeout. If the agent
 // ignores its context past the timeout, a watchdog reports the node timed
 // out to the coordinator, which moves on without it.
-func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, attempt int) (agent.Message, error) {
-	call := &kernel.Call{Run: e.kr, Node: n, Input: in, Attempt: attempt}
+func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, clean bool, attempt int) (agent.Message, error) {
+	call := &kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt}
 	now := mono()
 	if e.watch.deadline-now <= int64(n.Timeout) {
 		// The run's deadline comes first, and the coordinator enforces it.
@@ -484,7 +488,7 @@ func (e *exec) again(i int) bool {
 			}
 		}
 	}
-	e.start(n.Loop.To, out)
+	e.start(n.Loop.To, out, true)
 	return true
 }
 
@@ -585,7 +589,8 @@ func (e *exec) notify(d int, ok bool) {
 	}
 	switch {
 	case ready:
-		e.start(d, e.input(d))
+		in, clean := e.input(d)
+		e.start(d, in, clean)
 	case skip:
 		st.status = NodeSkipped
 		e.emit(EventNodeSkipped, n.Name, nil)
@@ -595,15 +600,16 @@ func (e *exec) notify(d int, ok bool) {
 	}
 }
 
-// input builds node d's input: its single upstream's output, or an object
-// keyed by the names of the upstreams that succeeded.
-func (e *exec) input(d int) agent.Message {
+// input builds node d's input: its single upstream's output (reported
+// clean: the kernel redacted it), or an object keyed by the names of the
+// upstreams that succeeded.
+func (e *exec) input(d int) (agent.Message, bool) {
 	n := e.g.Nodes[d]
 	if len(n.Upstream) == 1 {
 		if u := &e.states[n.Upstream[0]]; u.status == NodeSucceeded {
-			return u.out
+			return u.out, true
 		}
-		return agent.JSON([]byte("{}"))
+		return agent.JSON([]byte("{}")), false
 	}
 	buf := make([]byte, 0, 64*len(n.Upstream))
 	buf = append(buf, '{')
@@ -630,7 +636,7 @@ func (e *exec) input(d int) agent.Message {
 	buf = append(buf, '}')
 	m := agent.JSON(buf)
 	m.Labels = labels
-	return m
+	return m, false
 }
 
 func (e *exec) redact(s string) string { return e.r.k.Redact(s) }

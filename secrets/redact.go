@@ -37,6 +37,19 @@ type Redactor struct {
 	needles atomic.Pointer[[]needle]
 }
 
+// Generation counts what has been registered. It only grows: text
+// redacted at one generation is redacted for a later one too if the
+// generation has not changed.
+func (r *Redactor) Generation() int {
+	if r == nil {
+		return 0
+	}
+	if p := r.needles.Load(); p != nil {
+		return len(*p)
+	}
+	return 0
+}
+
 // NewRedactor returns an empty Redactor.
 func NewRedactor() *Redactor { return &Redactor{} }
 
