@@ -25,26 +25,32 @@ type CallContext struct {
 // WithCall returns ctx carrying a copy of cc for the call it is passed to:
 // nothing of an enclosing call (its secrets, its tools) shows through.
 func WithCall(ctx context.Context, cc *CallContext) context.Context {
-	c := &callValueCtx{Context: ctx, cc: *cc}
-	c.cc.hasInfo = true
-	return c
+	return new(CallScope).Bind(ctx, cc)
 }
 
-// callValueCtx is context.WithValue(ctx, callCtxKey{}, &cc) in one
-// allocation instead of two: the kernel makes one for every call.
-type callValueCtx struct {
+// CallScope is a context carrying one CallContext: what WithCall returns,
+// made in place, so that the kernel allocates it with the call it belongs
+// to. Bind each CallScope once.
+type CallScope struct {
 	context.Context
 	cc CallContext
 }
 
-func (c *callValueCtx) Value(key any) any {
-	if key == (callCtxKey{}) {
-		return &c.cc
-	}
-	return c.Context.Value(key)
+// Bind makes s carry a copy of cc over parent and returns it.
+func (s *CallScope) Bind(parent context.Context, cc *CallContext) context.Context {
+	s.Context, s.cc = parent, *cc
+	s.cc.hasInfo = true
+	return s
 }
 
-func (c *callValueCtx) String() string { return "agent.WithCall" }
+func (s *CallScope) Value(key any) any {
+	if key == (callCtxKey{}) {
+		return &s.cc
+	}
+	return s.Context.Value(key)
+}
+
+func (s *CallScope) String() string { return "agent.WithCall" }
 
 func current(ctx context.Context) *CallContext {
 	cc, _ := ctx.Value(callCtxKey{}).(*CallContext)
@@ -57,7 +63,7 @@ func derive(ctx context.Context, f func(*CallContext)) context.Context {
 		n = *c
 	}
 	f(&n)
-	return &callValueCtx{Context: ctx, cc: n}
+	return &CallScope{Context: ctx, cc: n}
 }
 
 // Secrets is the set of secrets one call may use: exactly those its node

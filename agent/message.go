@@ -147,6 +147,33 @@ func (m Message) Value() (json.RawMessage, error) {
 	return append(out, ']'), nil
 }
 
+// AppendValue appends m's value (Value) to dst. A text part that needs
+// no escaping is appended without going through encoding/json.
+func AppendValue(dst []byte, m Message) ([]byte, error) {
+	if len(m.Parts) == 1 && m.Parts[0].Kind == PartText && plainJSONString(m.Parts[0].Text) {
+		dst = append(dst, '"')
+		dst = append(dst, m.Parts[0].Text...)
+		return append(dst, '"'), nil
+	}
+	v, err := m.Value()
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, v...), nil
+}
+
+// plainJSONString reports whether s, quoted, is the JSON encoding/json
+// would write for it: printable ASCII with nothing to escape.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c >= 0x80, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
 func (p Part) value() (json.RawMessage, error) {
 	switch p.Kind {
 	case PartText:

@@ -172,7 +172,8 @@ func (r *Run) Hold(ls agent.Labels) {
 	}
 }
 
-// Call is one invocation of a node, or of a tool by a node.
+// Call is one invocation of a node, or of a tool by a node. A Call is
+// passed to Invoke once.
 type Call struct {
 	Run   *Run
 	Node  *graph.Node
@@ -185,7 +186,8 @@ type Call struct {
 	// Parent is the call whose agent called this tool; nil for a node.
 	Parent *Call
 
-	args json.RawMessage // canonical, redacted; set by Invoke for the audit log
+	args  json.RawMessage // canonical, redacted; set by Invoke for the audit log
+	scope agent.CallScope // the agent's context, made with the Call
 }
 
 // KindNodeCall is the single audit record of a call with no consequential
@@ -289,7 +291,7 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 	}
 	// One value for the whole call: nothing of the caller's call (an LLM's
 	// secrets or tools, for a tool it calls) shows through.
-	cctx := agent.WithCall(ctx, &cc)
+	cctx := c.scope.Bind(ctx, &cc)
 
 	out, err = k.execute(cctx, n, c.Input)
 	if err != nil {

@@ -20,8 +20,10 @@ type nodeState struct {
 	gen      int
 	attempts int
 	iter     int
+	clean    bool  // in is a kernel call's output as is
 	start    int64 // mono
 	dur      time.Duration
+	in       agent.Message // while the node waits in the queue
 	out      agent.Message
 	err      error
 	warnings []string
@@ -54,7 +56,10 @@ type exec struct {
 
 	mu        sync.Mutex
 	states    []nodeState
-	ready     []launch      // nodes started under mu, waiting for a goroutine
+	ready     []int32 // nodes started under mu, waiting for a goroutine, from head on
+	head      int
+	readyBuf  [8]int32
+	helping   bool          // a helper is on its way for the nodes in ready
 	wake      chan struct{} // signalled when nothing is running, and when the run is stopped
 	closed    bool          // the run has reported: late completions are dropped
 	rcv       runCtx
@@ -85,6 +90,11 @@ func (e *exec) init(r *Runner, g *graph.Graph, kr *kernel.Run, onEvent func(Even
 		e.states = make([]nodeState, len(g.Nodes))
 	}
 	e.wake = make(chan struct{}, 1)
+	if len(g.Nodes) <= len(e.readyBuf) {
+		e.ready = e.readyBuf[:0]
+	} else {
+		e.ready = make([]int32, 0, len(g.Nodes))
+	}
 	e.watch.live = e.watch.liveBuf[:0]
 	for i := range e.states {
 		e.states[i].status = NodePending
@@ -174,23 +184,49 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	return res
 }
 
-// launch starts goroutines for the nodes made ready under mu. With inline,
-// the first is left for the calling goroutine and returned. mu is held.
+// launch hands out the nodes made ready under mu: with inline, the first
+// to the calling goroutine, which runs it next. If more wait and no helper
+// is on its way, it calls one from the worker pool; a helper takes one node
+// and calls the next helper if more still wait. So a fan-out of fast nodes
+// is drained by a few goroutines instead of one each, while a node that
+// blocks holds up nothing: every node taken off the queue with more behind
+// it calls a helper for them. mu is held.
 func (e *exec) launch(inline bool) (launch, bool) {
-	ready := e.ready
-	e.ready = e.ready[:0] // reused: ready is done with before mu is released
 	if e.running == 0 {
 		e.signal()
 	}
 	var first launch
-	keep := inline && len(ready) > 0
+	keep := inline && e.head < len(e.ready)
 	if keep {
-		first, ready = ready[0], ready[1:]
+		i := e.ready[e.head]
+		st := &e.states[i]
+		first = launch{i: int(i), gen: st.gen, in: st.in, clean: st.clean}
+		st.in = agent.Message{}
+		if e.head++; e.head == len(e.ready) {
+			e.ready, e.head = e.ready[:0], 0
+		}
 	}
-	for _, l := range ready {
-		workers.run(e, l)
+	if e.head < len(e.ready) && !e.helping {
+		e.helping = true
+		workers.run(e)
 	}
 	return first, keep
+}
+
+// help runs on a worker from the pool: it takes a waiting node, if one is
+// left, and goes on down the queue.
+func (e *exec) help() {
+	e.mu.Lock()
+	e.helping = false
+	var l launch
+	ok := false
+	if !e.closed {
+		l, ok = e.launch(true)
+	}
+	e.mu.Unlock()
+	if ok {
+		e.nodeGoroutine(l)
+	}
 }
 
 // signal wakes the run's caller, if it is not already awake.
@@ -287,7 +323,8 @@ func (e *exec) start(i int, in agent.Message, clean bool) {
 	st.gen++
 	e.running++
 	e.emit(EventNodeStarted, e.g.Nodes[i].Name, nil)
-	e.ready = append(e.ready, launch{i: i, gen: st.gen, in: in, clean: clean})
+	st.in, st.clean = in, clean
+	e.ready = append(e.ready, int32(i))
 }
 
 // nodeGoroutine runs a node, then whichever successor it made ready, and so
@@ -400,14 +437,14 @@ func retryable(err error) bool {
 // ignores its context past the timeout, a watchdog reports the node timed
 // out to the coordinator, which moves on without it.
 func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, clean bool, attempt int) (agent.Message, error) {
-	call := &kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt}
 	now := mono()
 	if e.watch.deadline-now <= int64(n.Timeout) {
 		// The run's deadline comes first, and the coordinator enforces it.
-		return e.r.k.Invoke(e.ctx, call)
+		return e.r.k.Invoke(e.ctx, &kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt})
 	}
 	actx := e.watch.begin(e, n, gen, attempt, now)
-	out, err := e.r.k.Invoke(actx, call)
+	actx.call = kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt}
+	out, err := e.r.k.Invoke(actx, &actx.call)
 	if expired := e.watch.end(actx); err != nil && expired && e.rc.Err() == nil {
 		err = &TimeoutError{Node: n.Name, After: n.Timeout}
 	}
@@ -611,32 +648,45 @@ func (e *exec) input(d int) (agent.Message, bool) {
 		}
 		return agent.JSON([]byte("{}")), false
 	}
-	buf := make([]byte, 0, 64*len(n.Upstream))
+	size := 2
+	for k, u := range n.Upstream {
+		size += len(n.UpstreamName[k]) + 4 + valueSize(e.states[u].out)
+	}
+	buf := make([]byte, 0, size)
 	buf = append(buf, '{')
 	var labels agent.Labels
-	first := true
 	for k, u := range n.Upstream {
 		us := &e.states[u]
 		if us.status != NodeSucceeded {
 			continue
 		}
-		v, err := us.out.Value()
-		if err != nil {
-			continue
-		}
-		if !first {
+		mark := len(buf)
+		if mark > 1 {
 			buf = append(buf, ',')
 		}
-		first = false
 		buf = appendJSONString(buf, n.UpstreamName[k])
 		buf = append(buf, ':')
-		buf = append(buf, v...)
+		var err error
+		if buf, err = agent.AppendValue(buf, us.out); err != nil {
+			buf = buf[:mark]
+			continue
+		}
 		labels = labels.Union(us.out.Labels)
 	}
 	buf = append(buf, '}')
 	m := agent.JSON(buf)
 	m.Labels = labels
 	return m, false
+}
+
+// valueSize is about the size of m's value: exact for data, the least for
+// text.
+func valueSize(m agent.Message) int {
+	n := 0
+	for _, p := range m.Parts {
+		n += len(p.Data) + len(p.Text) + 3
+	}
+	return n
 }
 
 func (e *exec) redact(s string) string { return e.r.k.Redact(s) }
@@ -707,10 +757,13 @@ func (e *exec) finish(res *Result) {
 			if k > 0 {
 				buf = append(buf, ',')
 			}
-			v, _ := e.states[s].out.Value()
 			buf = appendJSONString(buf, e.g.Nodes[s].Name)
 			buf = append(buf, ':')
-			buf = append(buf, v...)
+			if b, err := agent.AppendValue(buf, e.states[s].out); err == nil {
+				buf = b
+			} else {
+				buf = append(buf, "null"...)
+			}
 			labels = labels.Union(e.states[s].out.Labels)
 		}
 		res.Output = agent.JSON(append(buf, '}'))

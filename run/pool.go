@@ -31,25 +31,24 @@ type worker struct {
 	parked int64 // mono
 }
 
-// job is one node to run; the zero job tells a worker to exit.
+// job is a run to help; the zero job tells a worker to exit.
 type job struct {
 	e *exec
-	l launch
 }
 
-// run runs l of e on a parked worker, or on a new one.
-func (p *workerPool) run(e *exec, l launch) {
+// run has a parked worker, or a new one, help e.
+func (p *workerPool) run(e *exec) {
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
 		w := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		w.jobs <- job{e: e, l: l} // buffered: never blocks
+		w.jobs <- job{e: e} // buffered: never blocks
 		return
 	}
 	p.mu.Unlock()
-	go p.work(&worker{jobs: make(chan job, 1)}, job{e: e, l: l})
+	go p.work(&worker{jobs: make(chan job, 1)}, job{e: e})
 }
 
 // work runs jobs until it is told to exit or the pool is full. It first
@@ -59,7 +58,7 @@ func (p *workerPool) run(e *exec, l launch) {
 func (p *workerPool) work(w *worker, j job) {
 	growStack(0)
 	for {
-		j.e.nodeGoroutine(j.l)
+		j.e.help()
 		j = job{} // hold nothing of the run while parked
 		p.mu.Lock()
 		if len(p.idle) >= maxIdleWorkers {

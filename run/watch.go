@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/kernel"
 )
 
 // runCtx is a run's context: the caller's, cancelled with a cause (fail
@@ -38,6 +39,7 @@ func (c *runCtx) cause() error { return context.Cause(c.Context) }
 // pure-compute agents never do), and the run's watch enforces the deadline,
 // so an attempt has no timer of its own.
 type attemptCtx struct {
+	call    kernel.Call // the attempt's, allocated with it
 	run     *runCtx
 	parent  context.Context // run, as the tracer may have wrapped it
 	due     int64           // the deadline, mono
