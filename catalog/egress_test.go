@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,9 +93,75 @@ func TestCodeNodeWithoutEgressHasNoNetwork(t *testing.T) {
 	}
 }
 
-func TestJSCodeNodeCannotDeclareEgress(t *testing.T) {
-	_, err := compile(t, catalog.Registry(nil), oneNode(`{code: {lang: js, source: "1"}}`, `egress: ["api.example.com"]`))
+// jsFetch fetches each URL of its input list and reports, per URL, the
+// body or the error, and whether fetch exists at all.
+const jsFetch = `(async () => {
+  const out = { fetch: typeof fetch, got: [] };
+  if (typeof fetch !== "function") return out;
+  for (const u of input) {
+    try { out.got.push(await (await fetch(u)).text()); } catch (e) { out.got.push(String(e)); }
+  }
+  return out;
+})()`
+
+type jsFetchOutput struct {
+	Fetch string   `json:"fetch"`
+	Got   []string `json:"got"`
+}
+
+func TestJSCodeNodeReachesOnlyItsDeclaredEgress(t *testing.T) {
+	declared, _ := loopbackServer(t, "declared-body")
+	undeclared, undeclaredConns := loopbackServer(t, "undeclared-body")
+	g := mustCompile(t, catalog.Registry(nil), oneNode(`{code: {lang: js, source: `+strconv.Quote(jsFetch)+`}}`,
+		`egress: ["127.0.0.1"]`, `allow_private: ["`+egress.AllowPrivateURL(declared.URL)+`"]`))
+	if c := g.Nodes[0].Card; !c.Has(agent.EffectEgress) || !slices.Equal(c.Egress, []string{"127.0.0.1"}) || c.Kind != "wasm" {
+		t.Errorf("card %+v: want a wasm card with the egress effect and the declared hosts", c)
+	}
+	in, _ := json.Marshal([]string{declared.URL + "/a", undeclared.URL + "/b", "http://169.254.169.254/latest/meta-data/"})
+	raw, _ := runGraph(t, g, string(in)).Output.Value()
+	var out jsFetchOutput
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("output %s: %v", raw, err)
+	}
+	if len(out.Got) != 3 || out.Got[0] != "declared-body" || !strings.Contains(out.Got[1], "loopback address") || !strings.Contains(out.Got[2], "link-local address") {
+		t.Errorf("got %q, want the declared body and two refusals", out.Got)
+	}
+	if n := undeclaredConns.Load(); n != 0 {
+		t.Errorf("the undeclared listener saw %d connections", n)
+	}
+}
+
+func TestJSCodeNodeWithoutEgressHasNoFetch(t *testing.T) {
+	srv, conns := loopbackServer(t, "body")
+	g := mustCompile(t, catalog.Registry(nil), oneNode(`{code: {lang: js, source: `+strconv.Quote(jsFetch)+`}}`))
+	if c := g.Nodes[0].Card; c.Has(agent.EffectEgress) {
+		t.Errorf("card %+v has the egress effect", c)
+	}
+	in, _ := json.Marshal([]string{srv.URL + "/a"})
+	raw, _ := runGraph(t, g, string(in)).Output.Value()
+	if s := string(raw); s != `{"fetch":"undefined","got":[]}` {
+		t.Errorf("output %s: want no fetch", s)
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the listener saw %d connections", n)
+	}
+}
+
+func TestWasmCodeNodeCannotDeclareEgress(t *testing.T) {
+	dir := t.TempDir()
+	// The smallest WASI command: _start returns at once.
+	module := []byte{
+		0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+		0x01, 0x04, 0x01, 0x60, 0x00, 0x00,
+		0x03, 0x02, 0x01, 0x00,
+		0x07, 0x0a, 0x01, 0x06, '_', 's', 't', 'a', 'r', 't', 0x00, 0x00,
+		0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b,
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nop.wasm"), module, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := compile(t, catalog.Registry(&catalog.Options{Dir: dir}), oneNode(`{code: {file: nop.wasm}}`, `egress: ["api.example.com"]`))
 	if err == nil || !strings.Contains(err.Error(), "no network") {
-		t.Fatalf("compile: %v; want a refusal naming that js code has no network", err)
+		t.Fatalf("compile: %v; want a refusal naming that a wasm module has no network", err)
 	}
 }

@@ -86,8 +86,8 @@ func codeAgent(ref graph.Ref, dir string, sbs *lazySandboxes) (agent.Agent, erro
 		return nil, err
 	}
 	eg := nodeEgress(ref)
-	if eg != nil && kind != sandbox.KindOS {
-		return nil, fmt.Errorf("%s code has no network (it runs in the wasm sandbox, which has no sockets): remove egress and allow_private from this node, or write it in python", lang)
+	if eg != nil && lang == sandbox.LangWasm {
+		return nil, errors.New("a wasm module has no network (no sockets, no fetch): remove egress and allow_private from this node, or write it in javascript or python")
 	}
 	return sandbox.CodeAgent(lang, string(source), &sandbox.CodeOptions{
 		Secrets:   nodeSecrets(ref),
@@ -205,7 +205,7 @@ func nodeSecrets(ref graph.Ref) []string {
 
 // nodeEgress is the network a code or process node declares: its egress
 // hosts and allow_private targets, decided by the egress guard in the
-// sandbox's proxy. A node that declares neither gets no network: nil, so
+// sandbox's proxy (os sandbox) or behind fetch (JavaScript). A node that declares neither gets no network: nil, so
 // no proxy, no socket and no proxy variable.
 func nodeEgress(ref graph.Ref) *egress.Options {
 	if ref.Node == nil || len(ref.Node.Egress) == 0 && len(ref.Node.AllowPrivate) == 0 {

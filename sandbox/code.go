@@ -111,10 +111,10 @@ type CodeOptions struct {
 	// one between agents, or each JavaScript agent compiles QuickJS anew.
 	Sandboxes *Sandboxes
 	// Egress, when set, lets Python code reach the hosts it allows through
-	// the os sandbox's egress proxy (see Spec.Egress); the card then has
-	// the egress effect and lists the allowlist. Nil means no network.
-	// JavaScript and WASI modules run where there are no sockets: setting
-	// it for them is an error.
+	// the os sandbox's egress proxy, and JavaScript through fetch (see
+	// Spec.Egress); the card then has the egress effect and lists the
+	// allowlist. A WASI module has no network and refuses it. Nil means no
+	// network.
 	Egress *egress.Options
 }
 
@@ -171,8 +171,8 @@ func CodeAgent(lang Lang, source string, opts *CodeOptions) (agent.Agent, error)
 		Effects: []agent.Effect{agent.EffectExec},
 	}
 	if opts.Egress != nil {
-		if kind != KindOS {
-			return nil, fmt.Errorf("code agent %s: %s code has no network (the wasm sandbox has no sockets); only python code can declare egress", name, lang)
+		if lang == LangWasm {
+			return nil, fmt.Errorf("code agent %s: a wasm module has no network (no sockets, no fetch); only python and javascript code can declare egress", name)
 		}
 		spec.Egress = CloneEgress(opts.Egress)
 		card.Effects = append(card.Effects, agent.EffectEgress)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/secrets"
 )
 
@@ -181,5 +182,25 @@ func TestParseLangAndCode(t *testing.T) {
 	}
 	if _, err := (&Sandboxes{}).For("vm"); err == nil {
 		t.Errorf("unknown kind accepted")
+	}
+}
+
+func TestCodeAgentEgressIsForJavaScriptAndPython(t *testing.T) {
+	t.Parallel()
+	srv, _ := countingServer(t, `{"from": "server"}`)
+	eg := &egress.Options{Allowlist: []string{"127.0.0.1"}, AllowPrivate: []string{egress.AllowPrivateURL(srv.URL)}}
+	a, err := CodeAgent(LangJavaScript, `fetch(input).then(r => r.json())`, &CodeOptions{Sandboxes: sharedSandboxes(), Egress: eg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := a.Card(); c.Kind != "wasm" || !c.Has(agent.EffectEgress) || !slices.Equal(c.Egress, []string{"127.0.0.1"}) {
+		t.Fatalf("card %+v", c)
+	}
+	out, err := a.Run(context.Background(), agent.Text(srv.URL))
+	if v, _ := out.Value(); err != nil || string(v) != `{"from":"server"}` {
+		t.Fatalf("out %s err %v", v, err)
+	}
+	if _, err := CodeAgent(LangWasm, string(fixtureExit(0)), &CodeOptions{Sandboxes: sharedSandboxes(), Egress: eg}); err == nil || !strings.Contains(err.Error(), "no network") {
+		t.Fatalf("a wasm module with egress: %v", err)
 	}
 }

@@ -45,6 +45,9 @@
 // server, which serves CONNECT and plain-HTTP requests only to targets the
 // egress guard allows (the node's allowlist, and the address dialed
 // checked at connect time), answers 403 to anything else, counts the
-// bytes, and is gone when the call returns. JavaScript and WASI code have
-// no network.
+// bytes, and is gone when the call returns. JavaScript with Spec.Egress
+// gets a fetch function instead, bound to a host function that makes each
+// request in the server through an egress.Client under the same options
+// (see jsfetch.go); without it, fetch does not exist. WASI modules have no
+// network.
 package sandbox

@@ -53,7 +53,7 @@ func Doctor(ctx context.Context, osOpts *OSOptions) []Check {
 	if jsErr == nil && len(qjsModule) == 0 {
 		jsErr = errors.New("the QuickJS module is not linked in")
 	}
-	out = append(out, check("javascript", jsErr, "QuickJS (fastschema/qjs) on the wasm sandbox"))
+	out = append(out, check("javascript", jsErr, "QuickJS (fastschema/qjs) on the wasm sandbox; fetch, through the egress guard, only for code that declares egress"))
 
 	o, err := NewOS(osOpts)
 	if err == nil {

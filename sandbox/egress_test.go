@@ -204,8 +204,8 @@ time.sleep(60)
 	}
 }
 
-func TestWasmRefusesEgress(t *testing.T) {
-	spec := JavaScript("1")
+func TestWasmModuleRefusesEgress(t *testing.T) {
+	spec := WasmModule(fixtureExit(0))
 	spec.Egress = &egress.Options{Allowlist: []string{"example.com"}}
 	if _, err := testSB.wasm.Run(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "no sockets") {
 		t.Fatalf("err = %v", err)
@@ -221,6 +221,7 @@ func noLeaks(t *testing.T) {
 		goleak.IgnoreCurrent(),
 		goleak.IgnoreAnyFunction("github.com/tetratelabs/wazero/internal/engine/wazevo.(*engine).compileModule.func1"),
 		goleak.IgnoreAnyFunction("github.com/babelagent/babel/sandbox.(*Wasm).compile.func1"),
+		goleak.IgnoreAnyFunction("github.com/babelagent/babel/sandbox.(*Wasm).jsTemplate.func1"),
 	}
 	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
 }

@@ -31,7 +31,7 @@ import (
 //go:linkname qjsModule github.com/fastschema/qjs.wasmBytes
 var qjsModule []byte
 
-func (w *Wasm) runJS(ctx context.Context, spec *Spec) (*Result, error) {
+func (w *Wasm) runJS(ctx context.Context, spec *Spec) (res *Result, err error) {
 	if len(qjsModule) == 0 {
 		return nil, &SetupError{Kind: KindWasm, Reason: "the QuickJS module is not linked in"}
 	}
@@ -42,6 +42,19 @@ func (w *Wasm) runJS(ctx context.Context, spec *Spec) (*Result, error) {
 	if lim := spec.Limits.withDefaults(); uint64(len(tpl.memory)) > uint64(lim.Memory) {
 		// The runtime alone does not fit: the code could not even start.
 		return nil, &LimitError{Limit: LimitMemory}
+	}
+	if spec.Egress != nil {
+		f, err := newJSFetcher(spec.Egress)
+		if err != nil {
+			return nil, err
+		}
+		defer f.close()
+		ctx = context.WithValue(ctx, jsFetcherKey{}, f)
+		defer func() {
+			if res != nil {
+				res.Egress = f.stats()
+			}
+		}()
 	}
 	// The instance's monotonic clock starts where the template's stood, so
 	// performance.now() counts from the start of this call.
@@ -60,44 +73,114 @@ type jsEnvelope struct {
 	Error string  `json:"error"`
 }
 
-// jsHarness wraps the user's code. The template (see jsTemplate) compiles
-// it once and keeps the function it defines; each call's script,
-// jsHarnessCall, calls it, and it first removes itself from the global
-// scope. It defines the globals input (stdin, parsed as JSON when it is
-// JSON) and env (the declared environment, also set for std.getenv:
-// QuickJS's libc reads no WASI environment, as the module's _start is
-// never called), runs the code with an indirect eval (global scope, no
-// access to the harness's locals), awaits a promise result, and returns one
-// JSON envelope.
-const jsHarness = `Object.defineProperty(globalThis, "__babel_run", { configurable: true, writable: true, value: function (s, envText, src) {
-  delete globalThis.__babel_run;
-  globalThis.input = (function () {
-    if (s === "") return undefined;
-    try { return JSON.parse(s); } catch (e) { return s; }
-  })();
-  globalThis.env = JSON.parse(envText);
-  for (const k of Object.keys(env)) std.setenv(k, env[k]);
-  const stringify = JSON.stringify;
-  return (async function () {
-    let v;
-    try {
-      v = (0, eval)(src);
-      if (v !== null && typeof v === "object" && typeof v.then === "function") v = await v;
-    } catch (e) {
-      let m = String(e);
-      try { if (e && typeof e.stack === "string" && e.stack !== "") m += "\n" + e.stack; } catch (_) {}
-      return stringify({ ok: false, error: m });
+// jsHarness wraps the user's code. The template (see jsTemplate) runs it
+// once, with the host function (see jsHostCall) at globalThis.__babel_host,
+// which it takes out of the global scope into its closure. It leaves one
+// function at globalThis.__babel_run, which each call's script,
+// jsHarnessCall, calls, and which first removes itself from the global
+// scope. That function defines the globals input (stdin, parsed as JSON
+// when it is JSON) and env (the declared environment, also set for
+// std.getenv: QuickJS's libc reads no WASI environment, as the module's
+// _start is never called), and fetch, Headers and Response when the call
+// declares egress (see jsfetch.go); runs the code with an indirect eval
+// (global scope, no access to the harness's locals); awaits a promise
+// result; and returns one JSON envelope.
+const jsHarness = `(function (host) {
+  delete globalThis.__babel_host;
+  const stringify = JSON.stringify, parse = JSON.parse, isArray = Array.isArray, keys = Object.keys,
+    define = (k, v) => Object.defineProperty(globalThis, k, { configurable: true, writable: true, value: v });
+  function headerList(h) {
+    const out = [];
+    if (h === undefined || h === null) return out;
+    if (h instanceof Headers) { h.forEach((v, k) => out.push([k, v])); return out; }
+    if (isArray(h)) {
+      for (const p of h) {
+        if (!isArray(p) || p.length !== 2) throw new TypeError("fetch: a header must be a [name, value] pair");
+        out.push([String(p[0]), String(p[1])]);
+      }
+      return out;
     }
-    if (v === undefined) return stringify({ ok: true });
-    let j;
-    try { j = stringify(v); } catch (e) { return stringify({ ok: false, error: "result is not JSON: " + String(e) }); }
-    return j === undefined ? stringify({ ok: true }) : stringify({ ok: true, value: j });
-  })();
-} });`
+    if (typeof h === "object") { for (const k of keys(h)) out.push([k, String(h[k])]); return out; }
+    throw new TypeError("fetch: headers must be an object, an array of pairs or a Headers");
+  }
+  class Headers {
+    #list;
+    constructor(init) { this.#list = headerList(init).map(p => [p[0].toLowerCase(), p[1]]); }
+    get(name) {
+      name = String(name).toLowerCase();
+      const vs = this.#list.filter(p => p[0] === name).map(p => p[1]);
+      return vs.length ? vs.join(", ") : null;
+    }
+    has(name) { return this.get(name) !== null; }
+    append(name, value) { this.#list.push([String(name).toLowerCase(), String(value)]); }
+    delete(name) { name = String(name).toLowerCase(); this.#list = this.#list.filter(p => p[0] !== name); }
+    set(name, value) { this.delete(name); this.append(name, value); }
+    forEach(fn, self) { for (const p of this.#list) fn.call(self, p[1], p[0], this); }
+    *entries() { for (const p of this.#list) yield [p[0], p[1]]; }
+    *keys() { for (const p of this.#list) yield p[0]; }
+    *values() { for (const p of this.#list) yield p[1]; }
+    [Symbol.iterator]() { return this.entries(); }
+  }
+  class Response {
+    #body; #used = false;
+    constructor(r) {
+      this.status = r.status; this.statusText = r.statusText; this.ok = r.status >= 200 && r.status <= 299;
+      this.url = r.url; this.redirected = false; this.headers = new Headers(r.headers); this.#body = r.body;
+    }
+    get bodyUsed() { return this.#used; }
+    #take() {
+      if (this.#used) throw new TypeError("fetch: the body was already read");
+      this.#used = true;
+      return this.#body;
+    }
+    text() { try { return Promise.resolve(this.#take()); } catch (e) { return Promise.reject(e); } }
+    json() { try { return Promise.resolve(parse(this.#take())); } catch (e) { return Promise.reject(e); } }
+  }
+  function fetch(input, init) {
+    try {
+      if (init === undefined || init === null) init = {};
+      const url = String(input !== null && typeof input === "object" && typeof input.url === "string" ? input.url : input);
+      const method = init.method === undefined ? "GET" : String(init.method).toUpperCase();
+      let body = init.body === undefined ? null : init.body;
+      if (body !== null && typeof body !== "string") throw new TypeError("fetch: the body must be a string (JSON.stringify an object)");
+      const r = parse(host(stringify({ url, method, headers: headerList(init.headers), body })));
+      if (r.error !== undefined) throw new TypeError("fetch: " + r.error);
+      return Promise.resolve(new Response(r));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+  define("__babel_run", function (s, envText, src, net) {
+    delete globalThis.__babel_run;
+    if (net) { define("fetch", fetch); define("Headers", Headers); define("Response", Response); }
+    globalThis.input = (function () {
+      if (s === "") return undefined;
+      try { return parse(s); } catch (e) { return s; }
+    })();
+    globalThis.env = parse(envText);
+    for (const k of keys(env)) std.setenv(k, env[k]);
+    return (async function () {
+      let v;
+      try {
+        v = (0, eval)(src);
+        if (v !== null && typeof v === "object" && typeof v.then === "function") v = await v;
+      } catch (e) {
+        let m = String(e);
+        try { if (e && typeof e.stack === "string" && e.stack !== "") m += "\n" + e.stack; } catch (_) {}
+        return stringify({ ok: false, error: m });
+      }
+      if (v === undefined) return stringify({ ok: true });
+      let j;
+      try { j = stringify(v); } catch (e) { return stringify({ ok: false, error: "result is not JSON: " + String(e) }); }
+      return j === undefined ? stringify({ ok: true }) : stringify({ ok: true, value: j });
+    })();
+  });
+})(globalThis.__babel_host);`
 
 // jsHarnessCall is a call's script: stdin, the environment as JSON text
-// and the code, embedded as JSON string literals (valid JavaScript).
-const jsHarnessCall = `__babel_run(%s, %s, %s)`
+// and the code, embedded as JSON string literals (valid JavaScript), and
+// whether the call has network.
+const jsHarnessCall = `__babel_run(%s, %s, %s, %t)`
 
 func jsString(s string) string {
 	b, _ := json.Marshal(s) // a string always marshals
@@ -109,7 +192,7 @@ func buildJSHarness(spec *Spec) string {
 	if spec.Env == nil {
 		env = []byte("{}")
 	}
-	return fmt.Sprintf(jsHarnessCall, jsString(string(spec.Stdin)), jsString(string(env)), jsString(string(spec.Code)))
+	return fmt.Sprintf(jsHarnessCall, jsString(string(spec.Stdin)), jsString(string(env)), jsString(string(spec.Code)), spec.Egress != nil)
 }
 
 // runQuickJS restores the template's runtime into mod, a fresh instance,

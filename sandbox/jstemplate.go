@@ -168,6 +168,17 @@ func snapshotQuickJS(ctx context.Context, rt wazero.Runtime, cm wazero.CompiledM
 	if !ok1 || !ok2 || uint32(q.call("QJS_GetContext", uint64(p))) != jctx || q.err != nil {
 		return nil, errors.New("unexpected QJSRuntime layout")
 	}
+	// The host function, for the harness to take.
+	fn := q.call("QJS_CreateFunctionProxy", uint64(jctx), jsHostFunction, 0, 0)
+	global := q.call("JS_GetGlobalObject", uint64(jctx))
+	hostName := q.cstring("__babel_host")
+	q.call("JS_SetPropertyStr", uint64(jctx), global, hostName, fn) // takes fn
+	q.call("QJS_FreeValue", uint64(jctx), global)
+	q.call("free", hostName)
+	if q.err == nil && uint32(q.call("JS_HasException", uint64(jctx))) != 0 {
+		msg := q.toString(uint64(jctx), q.call("JS_GetException", uint64(jctx)))
+		return nil, fmt.Errorf("the host function: %s", msg)
+	}
 	// The harness, compiled once: each call only calls it.
 	code, file := q.cstring(jsHarness), q.cstring("<harness>")
 	opts := q.call("QJS_CreateEvalOption", code, 0, 0, file, 0)

@@ -59,11 +59,13 @@ type Spec struct {
 	Files []File
 	// Limits bound the run; zero fields take DefaultLimits.
 	Limits Limits
-	// Egress, when set, gives the program (os kind only) an HTTP proxy at
-	// ProxyAddr inside its sandbox, through which it reaches the hosts the
-	// options allow, under the egress guard; AnyPublicHost and Proxy are
-	// ignored. Nil means no network at all: no proxy, no proxy variable.
-	// The wasm kind has no sockets, and refuses a Spec that sets it.
+	// Egress, when set, gives the program (os kind) an HTTP proxy at
+	// ProxyAddr inside its sandbox, or JavaScript (wasm kind) a fetch
+	// function, through which it reaches the hosts the options allow,
+	// under the egress guard; AnyPublicHost and Proxy are ignored. Nil
+	// means no network at all: no proxy, no proxy variable, no fetch. The
+	// wasm kind has no sockets either way, and refuses a WASI module's
+	// Spec that sets it.
 	Egress *egress.Options
 }
 
@@ -157,8 +159,8 @@ type Result struct {
 	// of its last expression statement, awaited if it is a promise); nil when
 	// that value is undefined or for other programs.
 	Value []byte
-	// Egress counts what the call's egress proxy did (os kind with
-	// Spec.Egress).
+	// Egress counts what the call's egress proxy (os kind) or fetch
+	// (JavaScript) did, with Spec.Egress.
 	Egress EgressStats
 }
 

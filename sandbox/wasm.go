@@ -81,13 +81,11 @@ func NewWasm(ctx context.Context, opts *WasmOptions) (*Wasm, error) {
 		_ = rt.Close(ctx)
 		return nil, &SetupError{Kind: KindWasm, Reason: "wasi: " + err.Error(), Err: err}
 	}
-	// QuickJS imports env.jsFunctionProxy to call Go functions registered
-	// with it. This sandbox registers none, so the import traps if reached.
+	// QuickJS imports env.jsFunctionProxy to call Go functions bound to
+	// JavaScript ones: only fetch, for a call that declares egress.
 	if _, err := rt.NewHostModuleBuilder("env").
 		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(func(context.Context, api.Module, []uint64) {
-			panic(errors.New("no host function is exposed to sandboxed code"))
-		}), []api.ValueType{api.ValueTypeI32, api.ValueTypeI64, api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}).
+		WithGoModuleFunction(api.GoModuleFunc(jsHostCall), []api.ValueType{api.ValueTypeI32, api.ValueTypeI64, api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}).
 		Export("jsFunctionProxy").
 		Instantiate(ctx); err != nil {
 		_ = rt.Close(ctx)
@@ -128,8 +126,8 @@ func (w *Wasm) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	if len(spec.Files) > 0 {
 		return nil, &SpecError{Field: "Files", Reason: "the wasm kind has no file system"}
 	}
-	if spec.Egress != nil {
-		return nil, &SpecError{Field: "Egress", Reason: "the wasm kind has no sockets: network egress is for os-sandbox code only"}
+	if spec.Egress != nil && spec.Program != ProgramJS {
+		return nil, &SpecError{Field: "Egress", Reason: "a WASI module has no sockets and no fetch: network egress is for JavaScript and os-sandbox code"}
 	}
 	switch spec.Program {
 	case "":
