@@ -17,33 +17,34 @@ import (
 
 // Creating a QuickJS runtime and context (New_QJS: the intrinsics, the std
 // and os modules) is most of the cost of a JavaScript call, and compiling
-// the harness most of the rest. A jsTemplate
-// does it once per Wasm sandbox, in an instance of its own, and keeps that
-// instance's linear memory and mutable globals. Each call still gets a fresh
-// instance of the module, into which the snapshot is copied: no state
-// passes between calls, only the template's, which no call's code ever saw.
+// the harness most of the rest. A jsTemplate does both once per Wasm
+// sandbox, in an instance of its own (with the host function bound, see
+// jsfetch.go), and keeps that instance's linear memory and mutable globals.
+// Each call still gets a fresh instance of the module, into which the
+// snapshot is copied: no state passes between calls, only the template's,
+// which no call's code ever saw.
 //
-// Three values in the snapshot must differ per call; the template finds
-// where they are by creating the runtime with sentinel values and looking
-// for them, and refuses to exist unless each is found exactly once:
+// Three values in the snapshot must differ per call. The template finds
+// where the first two are by creating the runtime with sentinel values and
+// looking for them, and refuses to exist unless each is found exactly once:
 //
 //   - the runtime's heap limit (JSRuntime.malloc_state.malloc_limit), which
 //     New_QJS sets from its argument and each call sets from its Limits;
 //   - Math.random's state (JSContext.random_state), seeded from the wall
 //     clock when the context is created; each call seeds it from
-//     crypto/rand, so calls do not share a random sequence;
-//   - the monotonic time origin of performance.now (JSContext.time_origin),
-//     a double: instead of patching it, the template's monotonic clock
-//     stands still at templateNanotime and each call's clock starts there.
+//     crypto/rand, so calls do not share a random sequence.
+//
+// The third, the monotonic time origin of performance.now
+// (JSContext.time_origin), is left alone: the template's monotonic clock
+// stands still at templateNanotime and each call's clock starts there.
 //
 // The template also refuses to exist if creating the runtime read WASI
-// randomness, which every call would then share.
+// randomness, which every call would then share, or wrote any output.
 type jsTemplate struct {
 	cm      wazero.CompiledModule // the QuickJS module with its mutable globals exported
-	memory  []byte                // linear memory after New_QJS
+	memory  []byte                // linear memory once the runtime and the harness exist
 	globals []string              // names of the exported mutable globals
 	values  []uint64              // and their values
-	qjs     uint32                // QJSRuntime*
 	jctx    uint32                // JSContext*
 	limitAt uint32                // address of the heap limit (a 32-bit size_t)
 	seedAt  uint32                // address of Math.random's state (uint64)
@@ -204,7 +205,7 @@ func snapshotQuickJS(ctx context.Context, rt wazero.Runtime, cm wazero.CompiledM
 	if !ok {
 		return nil, errors.New("cannot read the linear memory")
 	}
-	tpl := &jsTemplate{cm: cm, memory: bytes.Clone(snap), globals: globals, qjs: p, jctx: jctx}
+	tpl := &jsTemplate{cm: cm, memory: bytes.Clone(snap), globals: globals, jctx: jctx}
 	var err1, err2 error
 	tpl.limitAt, err1 = findOnce(tpl.memory, jsrt, binary.LittleEndian.AppendUint32(nil, templateHeapLimit), "the heap limit")
 	tpl.seedAt, err2 = findOnce(tpl.memory, jctx, binary.LittleEndian.AppendUint64(nil, templateSeed), "Math.random's state")
