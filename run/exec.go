@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/babelagent/babel/agent"
@@ -20,11 +21,11 @@ type nodeState struct {
 	gen      int
 	attempts int
 	iter     int
-	clean    bool  // in is a kernel call's output as is
-	start    int64 // mono
+	clean    bool // in is a kernel call's output as is
 	dur      time.Duration
 	in       agent.Message // while the node waits in the queue
 	out      agent.Message
+	attempt  atomic.Pointer[attemptCtx] // in flight under the node's timeout
 	err      error
 	warnings []string
 	route    string
@@ -36,6 +37,7 @@ type completion struct {
 	err      error
 	attempts int
 	warnings []string
+	dur      time.Duration
 }
 
 // exec is one run in progress. Its state is guarded by mu: a node's
@@ -95,7 +97,6 @@ func (e *exec) init(r *Runner, g *graph.Graph, kr *kernel.Run, onEvent func(Even
 	} else {
 		e.ready = make([]int32, 0, len(g.Nodes))
 	}
-	e.watch.live = e.watch.liveBuf[:0]
 	for i := range e.states {
 		e.states[i].status = NodePending
 	}
@@ -273,7 +274,7 @@ func (e *exec) interrupt() {
 			for i := range e.states {
 				if e.states[i].status == NodeRunning {
 					e.states[i].status = NodeCancelled
-					e.states[i].dur = time.Duration(mono() - e.states[i].start)
+					e.states[i].dur = time.Duration(mono() - e.watch.started)
 					e.states[i].err = errors.New("abandoned: did not stop when cancelled")
 				}
 			}
@@ -319,7 +320,6 @@ func (e *exec) start(i int, in agent.Message, clean bool) {
 		return
 	}
 	st.status = NodeRunning
-	st.start = mono()
 	st.gen++
 	e.running++
 	e.emit(EventNodeStarted, e.g.Nodes[i].Name, nil)
@@ -345,17 +345,13 @@ func (e *exec) runNode(l launch) (c completion) {
 	i, gen, in := l.i, l.gen, l.in
 	n := e.g.Nodes[i]
 	c = completion{idx: i, gen: gen}
-	select {
-	case e.r.sem <- struct{}{}:
-	default:
-		select {
-		case e.r.sem <- struct{}{}:
-		case <-e.rc.Done():
-			c.err = e.rc.cause()
-			return
-		}
+	began := mono()
+	defer func() { c.dur = time.Duration(mono() - began) }()
+	if !e.r.sem.acquire(e.rc) {
+		c.err = e.rc.cause()
+		return
 	}
-	defer func() { <-e.r.sem }()
+	defer e.r.sem.release()
 	if n.Sem != nil {
 		select {
 		case n.Sem <- struct{}{}:
@@ -368,7 +364,11 @@ func (e *exec) runNode(l launch) (c completion) {
 	gateTries := 0
 	for attempt := 1; ; attempt++ {
 		c.attempts = attempt
-		out, err := e.attempt(n, gen, in, l.clean, attempt)
+		now := began
+		if attempt > 1 || gateTries > 0 {
+			now = mono()
+		}
+		out, err := e.attempt(n, gen, in, l.clean, attempt, now)
 		if err == nil && n.Gate != nil {
 			if ok, why := n.Gate.Check.Eval(out); !ok {
 				switch n.Gate.OnFail {
@@ -436,8 +436,7 @@ func retryable(err error) bool {
 // attempt makes one kernel call under the node's timeout. If the agent
 // ignores its context past the timeout, a watchdog reports the node timed
 // out to the coordinator, which moves on without it.
-func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, clean bool, attempt int) (agent.Message, error) {
-	now := mono()
+func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, clean bool, attempt int, now int64) (agent.Message, error) {
 	if e.watch.deadline-now <= int64(n.Timeout) {
 		// The run's deadline comes first, and the coordinator enforces it.
 		return e.r.k.Invoke(e.ctx, &kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt})
@@ -445,7 +444,7 @@ func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, clean bool, att
 	actx := e.watch.begin(e, n, gen, attempt, now)
 	actx.call = kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt}
 	out, err := e.r.k.Invoke(actx, &actx.call)
-	if expired := e.watch.end(actx); err != nil && expired && e.rc.Err() == nil {
+	if expired := e.watch.end(e, actx); err != nil && expired && e.rc.Err() == nil {
 		err = &TimeoutError{Node: n.Name, After: n.Timeout}
 	}
 	return out, err
@@ -472,7 +471,7 @@ func (e *exec) complete(c completion) {
 	}
 	e.running--
 	st.attempts += c.attempts
-	st.dur += time.Duration(mono() - st.start)
+	st.dur += c.dur
 	st.warnings = append(st.warnings, c.warnings...)
 	n := e.g.Nodes[c.idx]
 	if c.err != nil {

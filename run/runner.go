@@ -56,7 +56,7 @@ type Config struct {
 // Runner runs graphs. It is safe for concurrent use.
 type Runner struct {
 	k      *kernel.Kernel
-	sem    chan struct{}
+	sem    *semaphore
 	limits Limits
 	grace  time.Duration
 	prices kernel.Prices
@@ -112,7 +112,7 @@ func NewRunner(cfg *Config) (*Runner, error) {
 	case l.MaxCostUSD < 0 || l.MaxCostUSD > Ceilings.MaxCostUSD:
 		return nil, fmt.Errorf("max cost $%g is outside (0, %g]", l.MaxCostUSD, Ceilings.MaxCostUSD)
 	}
-	r := &Runner{k: c.Kernel, sem: make(chan struct{}, c.Concurrency), limits: l, grace: c.Grace, prices: c.Prices, active: map[*exec]struct{}{}}
+	r := &Runner{k: c.Kernel, sem: newSemaphore(c.Concurrency), limits: l, grace: c.Grace, prices: c.Prices, active: map[*exec]struct{}{}}
 	r.keeper.r = r
 	c.Kernel.Kill().OnEngage(r.killAll)
 	return r, nil
@@ -161,12 +161,29 @@ type Request struct {
 
 // NewID returns a fresh random run id.
 func NewID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	var h [24]byte
-	hex.Encode(h[:], b[:])
+	p := idRand.Get().(*randBuf)
+	if p.off+idBytes > len(p.b) {
+		_, _ = rand.Read(p.b[:])
+		p.off = 0
+	}
+	var h [2 * idBytes]byte
+	hex.Encode(h[:], p.b[p.off:p.off+idBytes])
+	clear(p.b[p.off : p.off+idBytes]) // each random byte serves one id
+	p.off += idBytes
+	idRand.Put(p)
 	return string(h[:])
 }
+
+const idBytes = 12
+
+// randBuf holds random bytes for run ids, read from crypto/rand a few
+// hundred at a time: one read per id cost more than the rest of a small run.
+type randBuf struct {
+	b   [32 * idBytes]byte
+	off int
+}
+
+var idRand = sync.Pool{New: func() any { return &randBuf{off: 32 * idBytes} }}
 
 func lower(cur, asked int64) int64 {
 	if asked > 0 && asked < cur {

@@ -34,10 +34,11 @@ func (c *runCtx) Err() error {
 func (c *runCtx) cause() error { return context.Cause(c.Context) }
 
 // attemptCtx is one attempt's context: the run's, with the node's deadline.
-// It costs one allocation while nobody waits on it: the cancelable context
-// behind Done is made the first time an agent asks for it (most no-op and
-// pure-compute agents never do), and the run's watch enforces the deadline,
-// so an attempt has no timer of its own.
+// It costs one allocation, shared with the attempt's kernel call, while
+// nobody waits on it: the cancelable context behind Done is made the first
+// time an agent asks for it (most no-op and pure-compute agents never do),
+// and the Runner's keeper enforces the deadline, so an attempt has no timer
+// of its own. It takes no lock unless an agent waits on it.
 type attemptCtx struct {
 	call    kernel.Call // the attempt's, allocated with it
 	run     *runCtx
@@ -51,11 +52,7 @@ type attemptCtx struct {
 	mu    sync.Mutex               // serializes making inner
 	// expired: the deadline cut the attempt off; ended: the agent returned.
 	expired, ended atomic.Bool
-
-	// guarded by watch.mu
-	slot      int
-	cutOff    bool
-	abandoned bool
+	abandoned      bool // guarded by the run's mu
 }
 
 type innerCtx struct {
@@ -87,8 +84,10 @@ func (c *attemptCtx) Value(key any) any {
 }
 
 // materialize returns the cancelable context behind the attempt, making it
-// on first use: a child of the run's, already cancelled if the attempt was
-// cut off or has returned.
+// on first use: a child of the run's, cancelled at once if the attempt was
+// cut off or has returned. (It is published before the flags are read, and
+// expire and release set their flag before they look for it: one of the
+// two sees the other.)
 func (c *attemptCtx) materialize() *innerCtx {
 	if in := c.inner.Load(); in != nil {
 		return in
@@ -100,24 +99,22 @@ func (c *attemptCtx) materialize() *innerCtx {
 	}
 	ctx, cancel := context.WithCancelCause(c.parent)
 	in := &innerCtx{ctx: ctx, cancel: cancel}
+	c.inner.Store(in)
 	switch {
 	case c.expired.Load():
 		cancel(context.DeadlineExceeded)
 	case c.ended.Load():
 		cancel(context.Canceled)
 	}
-	c.inner.Store(in)
 	return in
 }
 
 // expire cuts the attempt off at its deadline.
 func (c *attemptCtx) expire() {
-	c.mu.Lock()
 	c.expired.Store(true)
 	in := c.inner.Load()
-	c.mu.Unlock()
 	if in == nil {
-		in = c.materialize()
+		in = c.materialize() // so that context.Cause sees why
 	}
 	in.cancel(context.DeadlineExceeded)
 }
@@ -125,11 +122,8 @@ func (c *attemptCtx) expire() {
 // release ends the attempt: a context made for it is cancelled, which
 // detaches it from the run's.
 func (c *attemptCtx) release() {
-	c.mu.Lock()
 	c.ended.Store(true)
-	in := c.inner.Load()
-	c.mu.Unlock()
-	if in != nil {
+	if in := c.inner.Load(); in != nil {
 		in.cancel(context.Canceled)
 	}
 }
@@ -201,97 +195,86 @@ func (k *keeper) fire() {
 // its deadline an attempt is cancelled, and if the agent has not returned a
 // grace period later the coordinator is told it was abandoned. The
 // Runner's keeper calls check when something may be due.
+//
+// Every attempt starts after the run, and no node's timeout is shorter than
+// minTimeout, so no attempt is due before the run's start + minTimeout:
+// starting an attempt never moves the keeper's timer, and takes no lock.
 type watch struct {
 	mu       sync.Mutex
+	started  int64 // the run's start, mono
 	deadline int64 // the run's, mono
-	// minTimeout is the shortest node timeout of the graph: no attempt
-	// starting after now is due before now+minTimeout.
+	// minTimeout is the shortest node timeout of the graph.
 	minTimeout int64
-	at         int64 // the earliest thing due, mono; the keeper fires by then
-	live       []*attemptCtx
-	liveBuf    [4]*attemptCtx // live, while few attempts are
+	at         int64 // when to look again, mono; 0 before start and after the end
 }
 
 // start registers the run with the keeper: at the latest, it looks again
 // when the first attempt could be due.
 func (w *watch) start(e *exec, now int64) {
 	w.mu.Lock()
+	w.started = now
 	w.deadline = int64(e.rc.deadline.Sub(epoch))
 	w.minTimeout = int64(time.Hour)
 	for _, n := range e.g.Nodes {
 		w.minTimeout = min(w.minTimeout, int64(n.Timeout))
 	}
 	w.at = min(w.deadline, now+w.minTimeout)
+	at := w.at
 	w.mu.Unlock()
-	e.r.keeper.lower(w.at)
+	e.r.keeper.lower(at)
 }
 
 func (w *watch) begin(e *exec, n *graph.Node, gen, attempt int, now int64) *attemptCtx {
 	a := &attemptCtx{run: e.rc, parent: e.ctx, due: now + int64(n.Timeout), node: n, gen: gen, attempt: attempt}
-	w.mu.Lock()
-	a.slot = len(w.live)
-	w.live = append(w.live, a)
-	lower := a.due < w.at
-	if lower {
-		w.at = a.due
-	}
-	w.mu.Unlock()
-	if lower {
-		e.r.keeper.lower(a.due)
-	}
+	e.states[n.Index].attempt.Store(a)
 	return a
 }
 
 // end removes a returned attempt; it reports whether its deadline had passed.
-func (w *watch) end(a *attemptCtx) bool {
-	w.mu.Lock()
-	last := w.live[len(w.live)-1]
-	w.live[a.slot], last.slot = last, a.slot
-	w.live[len(w.live)-1] = nil
-	w.live = w.live[:len(w.live)-1]
-	cutOff := a.cutOff
-	w.mu.Unlock()
+func (w *watch) end(e *exec, a *attemptCtx) bool {
+	e.states[a.node.Index].attempt.CompareAndSwap(a, nil)
 	a.release()
-	return cutOff
+	return a.expired.Load()
 }
 
 // check acts on what is due and returns when to look again (0: never).
 func (w *watch) check(e *exec) int64 {
-	var abandoned []completion
-	var expired []*attemptCtx
 	now := mono()
 	w.mu.Lock()
-	if w.at == 0 { // not started, or over
-		w.mu.Unlock()
-		return 0
-	}
-	if now < w.at {
-		at := w.at
+	at, deadline := w.at, w.deadline
+	if at == 0 || now < at { // not started or over; or nothing due
 		w.mu.Unlock()
 		return at
 	}
-	if now >= w.deadline {
+	if now >= deadline {
 		w.at = 0
 		w.mu.Unlock()
 		e.stop(errDeadline) // the coordinator takes it from here
 		return 0
 	}
-	if e.rc.Context.Err() != nil { // the run itself ended: the coordinator handles it
+	w.mu.Unlock()
+	var abandoned []completion
+	var expired []*attemptCtx
+	next := min(deadline, now+w.minTimeout)
+	e.mu.Lock()
+	if e.closed || e.rc.Context.Err() != nil { // the coordinator handles the run's end
+		e.mu.Unlock()
+		w.mu.Lock()
 		w.at = 0
 		w.mu.Unlock()
 		return 0
 	}
-	next := min(w.deadline, now+w.minTimeout)
-	for _, a := range w.live {
-		if a.abandoned {
+	for i := range e.states {
+		a := e.states[i].attempt.Load()
+		if a == nil || a.abandoned {
 			continue
 		}
 		due := a.due
-		if !a.cutOff && now >= due {
-			a.cutOff = true
+		if !a.expired.Load() && now >= due {
+			a.expired.Store(true)
 			expired = append(expired, a)
 		}
-		if a.cutOff {
+		if a.expired.Load() {
 			due += int64(e.r.grace)
 			if now >= due {
 				a.abandoned = true
@@ -302,6 +285,8 @@ func (w *watch) check(e *exec) int64 {
 		}
 		next = min(next, due)
 	}
+	e.mu.Unlock()
+	w.mu.Lock()
 	w.at = next
 	w.mu.Unlock()
 	for _, a := range expired {
