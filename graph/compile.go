@@ -3,6 +3,7 @@ package graph
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/babelagent/babel/secrets"
 	"net/netip"
 	"slices"
 	"sort"
@@ -394,6 +395,12 @@ func (c *compiler) edges(g *Graph) {
 		}
 		if len(n.Upstream) == 0 && len(ups) == 0 {
 			g.Roots = append(g.Roots, i)
+		}
+		n.PlainJoinKeys = true
+		for _, u := range n.UpstreamName {
+			if secrets.SensitiveKey(u) {
+				n.PlainJoinKeys = false
+			}
 		}
 		switch b := Barrier(ns.Barrier); b {
 		case "", BarrierAll:

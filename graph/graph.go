@@ -92,6 +92,10 @@ type Node struct {
 	Gate         *Gate
 	LoopBody     []int // for a loop's tail: the nodes re-run on each iteration, in order
 	UpstreamName []string
+	// PlainJoinKeys: no upstream name reads as a credential's key (such as
+	// "password" or "api_key"), so the object a join builds from redacted
+	// outputs needs no redacting of its own.
+	PlainJoinKeys bool
 	// Tools this node may call.
 	Tools []*Node
 	// AgentEffects are the effects the agent itself declares; the kernel

@@ -178,9 +178,10 @@ type Call struct {
 	Run   *Run
 	Node  *graph.Node
 	Input agent.Message
-	// InputRedacted says Input is, as is, the output of an earlier kernel
-	// call, which the kernel redacted: a text part the agent hands back
-	// untouched is not scanned again.
+	// InputRedacted says Input is made of outputs of earlier kernel calls,
+	// which the kernel redacted, in a way a redaction of the whole would
+	// not change: a part the agent hands back untouched is not scanned
+	// again.
 	InputRedacted bool
 	Attempt       int
 	// Parent is the call whose agent called this tool; nil for a node.
@@ -370,9 +371,8 @@ func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
 // redactMessage scrubs secret values from every text and data part of c's
-// output m. A text part that is one of c's redacted input's, the same
-// string (strings are immutable), is clean already, unless a secret was
-// registered since.
+// output m. A part that is one of c's redacted input's, the same string or
+// the same bytes, is clean already, unless a secret was registered since.
 func (k *Kernel) redactMessage(m agent.Message, c *Call) agent.Message {
 	// A secret registered since the run started may be in what was
 	// redacted before it was.
@@ -386,7 +386,11 @@ func (k *Kernel) redactMessage(m agent.Message, c *Call) agent.Message {
 				q.Text = k.opts.Redactor.Redact(p.Text)
 			}
 		case agent.PartData:
-			q.Data = k.opts.Redactor.RedactJSON(p.Data)
+			// Bytes can change in place, strings cannot: only a node
+			// holding no secret may hand back its input's bytes unscanned.
+			if !clean || len(c.Node.Card.Secrets) > 0 || !sameData(p.Data, c.Input) {
+				q.Data = k.opts.Redactor.RedactJSON(p.Data)
+			}
 		}
 		if q.Text != p.Text || string(q.Data) != string(p.Data) {
 			if parts == nil {
@@ -406,6 +410,17 @@ func (k *Kernel) redactMessage(m agent.Message, c *Call) agent.Message {
 func sameText(s string, in agent.Message) bool {
 	for _, p := range in.Parts {
 		if p.Kind == agent.PartText && len(p.Text) == len(s) && unsafe.StringData(p.Text) == unsafe.StringData(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameData reports whether b is, the very bytes and not a copy, the data
+// of one of in's parts.
+func sameData(b []byte, in agent.Message) bool {
+	for _, p := range in.Parts {
+		if p.Kind == agent.PartData && len(p.Data) == len(b) && len(b) > 0 && unsafe.SliceData(p.Data) == unsafe.SliceData(b) {
 			return true
 		}
 	}

@@ -22,6 +22,7 @@ type nodeState struct {
 	attempts int
 	iter     int
 	clean    bool // in is a kernel call's output as is
+	resumed  bool // out comes from a checkpoint, redacted by another process perhaps
 	dur      time.Duration
 	in       agent.Message // while the node waits in the queue
 	out      agent.Message
@@ -311,6 +312,7 @@ func (e *exec) start(i int, in agent.Message, clean bool) {
 	if out, ok := e.resume[e.g.Nodes[i].Name]; ok {
 		// Succeeded in an earlier attempt of this run: not run again.
 		delete(e.resume, e.g.Nodes[i].Name)
+		st.resumed = true
 		e.kr.Hold(out.Labels)
 		st.status = NodeRunning
 		st.gen++
@@ -636,14 +638,15 @@ func (e *exec) notify(d int, ok bool) {
 	}
 }
 
-// input builds node d's input: its single upstream's output (reported
-// clean: the kernel redacted it), or an object keyed by the names of the
-// upstreams that succeeded.
+// input builds node d's input: its single upstream's output, or an object
+// keyed by the names of the upstreams that succeeded. It reports whether
+// the input is clean: made of outputs the kernel redacted, and nothing a
+// redaction of the whole would change.
 func (e *exec) input(d int) (agent.Message, bool) {
 	n := e.g.Nodes[d]
 	if len(n.Upstream) == 1 {
 		if u := &e.states[n.Upstream[0]]; u.status == NodeSucceeded {
-			return u.out, true
+			return u.out, !u.resumed
 		}
 		return agent.JSON([]byte("{}")), false
 	}
@@ -654,11 +657,13 @@ func (e *exec) input(d int) (agent.Message, bool) {
 	buf := make([]byte, 0, size)
 	buf = append(buf, '{')
 	var labels agent.Labels
+	clean := n.PlainJoinKeys
 	for k, u := range n.Upstream {
 		us := &e.states[u]
 		if us.status != NodeSucceeded {
 			continue
 		}
+		clean = clean && !us.resumed
 		mark := len(buf)
 		if mark > 1 {
 			buf = append(buf, ',')
@@ -675,7 +680,8 @@ func (e *exec) input(d int) (agent.Message, bool) {
 	buf = append(buf, '}')
 	m := agent.JSON(buf)
 	m.Labels = labels
-	return m, false
+	// Redacted outputs, under keys that are node names and no credential's.
+	return m, clean
 }
 
 // valueSize is about the size of m's value: exact for data, the least for

@@ -76,3 +76,48 @@ func TestPassThroughChainKeepsOutputRedacted(t *testing.T) {
 		t.Fatalf("output %q: want the key redacted", out)
 	}
 }
+
+// A join's object is keyed by node names; under a name that reads as a
+// credential's key the value is redacted whole, as in any JSON the kernel
+// scans, even when the join hands its input back untouched.
+func TestJoinUnderACredentialNamedNodeIsRedacted(t *testing.T) {
+	r := newRunner(t, nil)
+	g := build(t, graph.New("keys").
+		Add("password", says("hunter2-but-longer"), graph.After()).
+		Add("other", says("plain"), graph.After()).
+		Add("join", noop{}, graph.After("password", "other")))
+	res := r.Run(context.Background(), &run.Request{Graph: g, Input: agent.Text("x")})
+	if res.Status != run.StatusSucceeded {
+		t.Fatalf("%s: %s", res.Status, res.Error)
+	}
+	raw, err := res.Output.Value()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "hunter2") || !strings.Contains(string(raw), `"other":"plain"`) {
+		t.Fatalf("join output %s: want the password node's value redacted and the other kept", raw)
+	}
+}
+
+// A join handing back its object untouched is scanned again when a secret
+// was first registered during the run.
+func TestPassThroughJoinIsRedactedForASecretRegisteredMidRun(t *testing.T) {
+	const value = "another-secret-registered-late"
+	red := secrets.NewRedactor()
+	k := kernel.New(&kernel.Options{Redactor: red, Secrets: &registeringScoper{red: red, value: value}})
+	r := newRunner(t, &run.Config{Kernel: k})
+	g := build(t, graph.New("late-join").
+		Add("a", says("a has "+value), graph.After()).
+		Add("b", says("b"), graph.After()).
+		Add("scope", says("scoped"), graph.After(), graph.Declare(nil, nil, []string{"TOKEN"})).
+		Add("join", noop{}, graph.After("a", "b")).
+		Add("last", noop{}, graph.After("join", "scope")))
+	res := r.Run(context.Background(), &run.Request{Graph: g, Input: agent.Text("x")})
+	if res.Status != run.StatusSucceeded {
+		t.Fatalf("%s: %s", res.Status, res.Error)
+	}
+	raw, _ := res.Output.Value()
+	if strings.Contains(string(raw), value) {
+		t.Fatalf("the secret survived a pass-through join: %s", raw)
+	}
+}
