@@ -27,6 +27,7 @@ type nodeState struct {
 	in       agent.Message // while the node waits in the queue
 	out      agent.Message
 	attempt  atomic.Pointer[attemptCtx] // in flight under the node's timeout
+	first    attemptCtx                 // the context of the node's first attempt
 	err      error
 	warnings []string
 	route    string
@@ -47,9 +48,8 @@ type completion struct {
 // the caller's goroutine only waits for the run to go idle, its deadline or
 // its cancellation.
 type exec struct {
-	krv      kernel.Run    // kr, unless the run is resumed
-	budget   kernel.Budget // kr's, for a root run
-	stateBuf [4]nodeState  // states, for a small graph
+	krv    kernel.Run    // kr, unless the run is resumed
+	budget kernel.Budget // kr's, for a root run
 
 	r       *Runner
 	g       *graph.Graph
@@ -87,11 +87,7 @@ type launch struct {
 // init readies e to run g; kr is e's own krv or a run resumed.
 func (e *exec) init(r *Runner, g *graph.Graph, kr *kernel.Run, onEvent func(Event)) {
 	e.r, e.g, e.kr, e.onEvent = r, g, kr, onEvent
-	if len(g.Nodes) <= len(e.stateBuf) {
-		e.states = e.stateBuf[:len(g.Nodes)]
-	} else {
-		e.states = make([]nodeState, len(g.Nodes))
-	}
+	e.states = make([]nodeState, len(g.Nodes))
 	e.wake = make(chan struct{}, 1)
 	if len(g.Nodes) <= len(e.readyBuf) {
 		e.ready = e.readyBuf[:0]

@@ -225,8 +225,19 @@ func (w *watch) start(e *exec, now int64) {
 }
 
 func (w *watch) begin(e *exec, n *graph.Node, gen, attempt int, now int64) *attemptCtx {
-	a := &attemptCtx{run: e.rc, parent: e.ctx, due: now + int64(n.Timeout), node: n, gen: gen, attempt: attempt}
-	e.states[n.Index].attempt.Store(a)
+	st := &e.states[n.Index]
+	var a *attemptCtx
+	if gen == 1 && attempt == 1 {
+		// A node's first attempt in a run is made once: its context lives
+		// in the node's state, allocated with the run's. Any later attempt
+		// gets one of its own, so that what an earlier one left running
+		// never sees a later one's.
+		a = &st.first
+	} else {
+		a = new(attemptCtx)
+	}
+	a.run, a.parent, a.due, a.node, a.gen, a.attempt = e.rc, e.ctx, now+int64(n.Timeout), n, gen, attempt
+	st.attempt.Store(a)
 	return a
 }
 
