@@ -104,6 +104,11 @@ func Compile(spec *Spec, reg *Registry, opts *CompileOptions) (*Graph, error) {
 	if len(c.problems) > 0 {
 		return nil, &ValidationError{Graph: spec.Name, Problems: c.problems}
 	}
+	for i, n := range g.Nodes {
+		if i == 0 || n.Timeout < g.MinTimeout {
+			g.MinTimeout = n.Timeout
+		}
+	}
 	return g, nil
 }
 

@@ -55,7 +55,9 @@ type Graph struct {
 	// Tools are the graph's tool agents, callable by nodes that list them.
 	Tools  []*Node
 	Limits Limits
-	index  map[string]int
+	// MinTimeout is the shortest timeout of the graph's nodes.
+	MinTimeout time.Duration
+	index      map[string]int
 }
 
 // Limits a graph asks for; the runner clamps them to its ceilings.

@@ -178,16 +178,16 @@ type Call struct {
 	Run   *Run
 	Node  *graph.Node
 	Input agent.Message
+	// Attempt counts from 1.
+	Attempt int
+	// Parent is the call whose agent called this tool; nil for a node.
+	Parent *Call
 	// InputRedacted says Input is made of outputs of earlier kernel calls,
 	// which the kernel redacted, in a way a redaction of the whole would
 	// not change: a part the agent hands back untouched is not scanned
 	// again.
 	InputRedacted bool
-	Attempt       int
-	// Parent is the call whose agent called this tool; nil for a node.
-	Parent *Call
 
-	args  json.RawMessage // canonical, redacted; set by Invoke for the audit log
 	scope agent.CallScope // the agent's context, made with the Call
 }
 
@@ -235,7 +235,6 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 	consequential := n.Card.Consequential()
 	if consequential || k.opts.Audit != nil {
 		args, digest = k.canonicalArgs(c)
-		c.args = args
 	}
 	var approval Decision
 	if consequential {
@@ -271,11 +270,11 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 	}
 	if len(n.Card.Secrets) > 0 {
 		if k.opts.Secrets == nil {
-			return k.outcome(ctx, c, agent.Message{}, &DeniedError{Node: n.Name, Reason: "node declares secrets but no secret source is configured"})
+			return k.outcome(ctx, c, args, agent.Message{}, &DeniedError{Node: n.Name, Reason: "node declares secrets but no secret source is configured"})
 		}
 		ss, err := k.opts.Secrets.Scope(ctx, n.Card.Secrets)
 		if err != nil {
-			return k.outcome(ctx, c, agent.Message{}, fmt.Errorf("node %s: secrets: %w", n.Name, err))
+			return k.outcome(ctx, c, args, agent.Message{}, fmt.Errorf("node %s: secrets: %w", n.Name, err))
 		}
 		for _, name := range n.Card.Secrets {
 			r := k.base(c, "secret.used", "issued", "")
@@ -296,7 +295,7 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 
 	out, err = k.execute(cctx, n, c.Input)
 	if err != nil {
-		return k.outcome(ctx, c, agent.Message{}, k.redactErr(err))
+		return k.outcome(ctx, c, args, agent.Message{}, k.redactErr(err))
 	}
 	labels := c.Input.Labels.Union(out.Labels)
 	if ts != nil {
@@ -311,11 +310,12 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 	out = k.redactMessage(out, c)
 	out.Labels = labels
 	c.Run.Hold(labels)
-	return k.outcome(ctx, c, out, nil)
+	return k.outcome(ctx, c, args, out, nil)
 }
 
-// outcome writes the outcome record of a call that started.
-func (k *Kernel) outcome(ctx context.Context, c *Call, out agent.Message, err error) (agent.Message, error) {
+// outcome writes the outcome record of a call that started; args are its
+// canonical arguments, which a pure call's one record holds.
+func (k *Kernel) outcome(ctx context.Context, c *Call, args json.RawMessage, out agent.Message, err error) (agent.Message, error) {
 	if k.opts.Audit == nil {
 		return out, err
 	}
@@ -323,7 +323,7 @@ func (k *Kernel) outcome(ctx context.Context, c *Call, out agent.Message, err er
 	if !c.Node.Card.Consequential() {
 		// The only record of a pure call: what it was given, how it ended.
 		r = k.base(c, KindNodeCall, "succeeded", "")
-		r.Args = c.args
+		r.Args = args
 	}
 	if err != nil {
 		r.Status, r.Error = "failed", truncate(k.Redact(err.Error()), 500)

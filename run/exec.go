@@ -27,7 +27,6 @@ type nodeState struct {
 	in       agent.Message // while the node waits in the queue
 	out      agent.Message
 	attempt  atomic.Pointer[attemptCtx] // in flight under the node's timeout
-	first    attemptCtx                 // the context of the node's first attempt
 	err      error
 	warnings []string
 	route    string
@@ -57,8 +56,11 @@ type exec struct {
 	onEvent func(Event)
 	watch   watch // the deadlines of the attempts in flight
 
-	mu        sync.Mutex
-	states    []nodeState
+	mu     sync.Mutex
+	states []nodeState
+	// firsts holds the contexts of the nodes' first attempts, in chunks
+	// small enough to stay off the large-object path of the allocator.
+	firsts    [][]attemptCtx
 	ready     []int32 // nodes started under mu, waiting for a goroutine, from head on
 	head      int
 	readyBuf  [8]int32
@@ -77,6 +79,9 @@ type exec struct {
 	failErr error
 }
 
+// firstsChunk is how many first-attempt contexts share an allocation.
+const firstsChunk = 64
+
 // launch is a node to run on some goroutine.
 type launch struct {
 	i, gen int
@@ -88,6 +93,10 @@ type launch struct {
 func (e *exec) init(r *Runner, g *graph.Graph, kr *kernel.Run, onEvent func(Event)) {
 	e.r, e.g, e.kr, e.onEvent = r, g, kr, onEvent
 	e.states = make([]nodeState, len(g.Nodes))
+	e.firsts = make([][]attemptCtx, 0, (len(g.Nodes)+firstsChunk-1)/firstsChunk)
+	for i := 0; i < len(g.Nodes); i += firstsChunk {
+		e.firsts = append(e.firsts, make([]attemptCtx, min(firstsChunk, len(g.Nodes)-i)))
+	}
 	e.wake = make(chan struct{}, 1)
 	if len(g.Nodes) <= len(e.readyBuf) {
 		e.ready = e.readyBuf[:0]
@@ -439,8 +448,7 @@ func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, clean bool, att
 		// The run's deadline comes first, and the coordinator enforces it.
 		return e.r.k.Invoke(e.ctx, &kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt})
 	}
-	actx := e.watch.begin(e, n, gen, attempt, now)
-	actx.call = kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt}
+	actx := e.watch.begin(e, gen, now, kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt})
 	out, err := e.r.k.Invoke(actx, &actx.call)
 	if expired := e.watch.end(e, actx); err != nil && expired && e.rc.Err() == nil {
 		err = &TimeoutError{Node: n.Name, After: n.Timeout}

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/kernel"
 )
 
@@ -40,13 +39,11 @@ func (c *runCtx) cause() error { return context.Cause(c.Context) }
 // and the Runner's keeper enforces the deadline, so an attempt has no timer
 // of its own. It takes no lock unless an agent waits on it.
 type attemptCtx struct {
-	call    kernel.Call // the attempt's, allocated with it
-	run     *runCtx
-	parent  context.Context // run, as the tracer may have wrapped it
-	due     int64           // the deadline, mono
-	node    *graph.Node
-	gen     int
-	attempt int
+	call   kernel.Call // the attempt's, allocated with it
+	run    *runCtx
+	parent context.Context // run, as the tracer may have wrapped it
+	due    int64           // the deadline, mono
+	gen    int
 
 	inner atomic.Pointer[innerCtx] // nil until Done or a derived context needs it
 	mu    sync.Mutex               // serializes making inner
@@ -214,9 +211,12 @@ func (w *watch) start(e *exec, now int64) {
 	w.mu.Lock()
 	w.started = now
 	w.deadline = int64(e.rc.deadline.Sub(epoch))
-	w.minTimeout = int64(time.Hour)
-	for _, n := range e.g.Nodes {
-		w.minTimeout = min(w.minTimeout, int64(n.Timeout))
+	w.minTimeout = int64(e.g.MinTimeout)
+	if w.minTimeout <= 0 { // a graph not made by graph.Compile
+		w.minTimeout = int64(time.Hour)
+		for _, n := range e.g.Nodes {
+			w.minTimeout = min(w.minTimeout, int64(n.Timeout))
+		}
 	}
 	w.at = min(w.deadline, now+w.minTimeout)
 	at := w.at
@@ -224,26 +224,28 @@ func (w *watch) start(e *exec, now int64) {
 	e.r.keeper.lower(at)
 }
 
-func (w *watch) begin(e *exec, n *graph.Node, gen, attempt int, now int64) *attemptCtx {
-	st := &e.states[n.Index]
+// begin makes the context of an attempt at call, and publishes it for the
+// keeper.
+func (w *watch) begin(e *exec, gen int, now int64, call kernel.Call) *attemptCtx {
 	var a *attemptCtx
-	if gen == 1 && attempt == 1 {
-		// A node's first attempt in a run is made once: its context lives
-		// in the node's state, allocated with the run's. Any later attempt
-		// gets one of its own, so that what an earlier one left running
-		// never sees a later one's.
-		a = &st.first
+	if i := call.Node.Index; gen == 1 && call.Attempt == 1 {
+		// A node's first attempt in a run is made once: its context comes
+		// with the run's (exec.firsts). Any later attempt gets one of its
+		// own, so that what an earlier one left running never sees a
+		// later one's.
+		a = &e.firsts[i/firstsChunk][i%firstsChunk]
 	} else {
 		a = new(attemptCtx)
 	}
-	a.run, a.parent, a.due, a.node, a.gen, a.attempt = e.rc, e.ctx, now+int64(n.Timeout), n, gen, attempt
-	st.attempt.Store(a)
+	a.call = call
+	a.run, a.parent, a.due, a.gen = e.rc, e.ctx, now+int64(call.Node.Timeout), gen
+	e.states[call.Node.Index].attempt.Store(a)
 	return a
 }
 
 // end removes a returned attempt; it reports whether its deadline had passed.
 func (w *watch) end(e *exec, a *attemptCtx) bool {
-	e.states[a.node.Index].attempt.CompareAndSwap(a, nil)
+	e.states[a.call.Node.Index].attempt.CompareAndSwap(a, nil)
 	a.release()
 	return a.expired.Load()
 }
@@ -289,8 +291,9 @@ func (w *watch) check(e *exec) int64 {
 			due += int64(e.r.grace)
 			if now >= due {
 				a.abandoned = true
-				abandoned = append(abandoned, completion{idx: a.node.Index, gen: a.gen, attempts: a.attempt,
-					err: &TimeoutError{Node: a.node.Name, After: a.node.Timeout, Abandoned: true}})
+				n := a.call.Node
+				abandoned = append(abandoned, completion{idx: n.Index, gen: a.gen, attempts: a.call.Attempt,
+					err: &TimeoutError{Node: n.Name, After: n.Timeout, Abandoned: true}})
 				continue
 			}
 		}
