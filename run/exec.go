@@ -61,6 +61,7 @@ type exec struct {
 	// firsts holds the contexts of the nodes' first attempts, in chunks
 	// small enough to stay off the large-object path of the allocator.
 	firsts    [][]attemptCtx
+	firstsBuf [1][]attemptCtx
 	ready     []int32 // nodes started under mu, waiting for a goroutine, from head on
 	head      int
 	readyBuf  [8]int32
@@ -93,7 +94,11 @@ type launch struct {
 func (e *exec) init(r *Runner, g *graph.Graph, kr *kernel.Run, onEvent func(Event)) {
 	e.r, e.g, e.kr, e.onEvent = r, g, kr, onEvent
 	e.states = make([]nodeState, len(g.Nodes))
-	e.firsts = make([][]attemptCtx, 0, (len(g.Nodes)+firstsChunk-1)/firstsChunk)
+	if chunks := (len(g.Nodes) + firstsChunk - 1) / firstsChunk; chunks <= len(e.firstsBuf) {
+		e.firsts = e.firstsBuf[:0]
+	} else {
+		e.firsts = make([][]attemptCtx, 0, chunks)
+	}
 	for i := 0; i < len(g.Nodes); i += firstsChunk {
 		e.firsts = append(e.firsts, make([]attemptCtx, min(firstsChunk, len(g.Nodes)-i)))
 	}
