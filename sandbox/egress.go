@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
 )
 
@@ -95,6 +96,7 @@ type proxy struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	refused atomic.Int64
+	budget  atomic.Pointer[error] // the run's egress budget ran out
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -109,6 +111,18 @@ func startProxy(ctx context.Context, opts *egress.Options) (*proxy, *os.File, er
 	o := *opts
 	// The sandbox always decides with an allowlist, and dials itself.
 	o.AnyPublicHost, o.Proxy = false, nil
+	// Every byte on the wire is charged to the run's egress budget, as an
+	// http node's are; past it, the proxy cuts every connection.
+	var p *proxy
+	prev := o.OnBytes
+	o.OnBytes = func(n int64) {
+		if prev != nil {
+			prev(n)
+		}
+		if err := agent.ChargeEgress(ctx, n); err != nil {
+			p.overBudget(err)
+		}
+	}
 	client, err := egress.New(&o)
 	if err != nil {
 		return nil, nil, &SpecError{Field: "Egress", Reason: err.Error()}
@@ -130,7 +144,7 @@ func startProxy(ctx context.Context, opts *egress.Options) (*proxy, *os.File, er
 		maxBody = egress.DefaultMaxResponseBytes
 	}
 	pctx, cancel := context.WithCancel(ctx)
-	p := &proxy{
+	p = &proxy{
 		client:  client,
 		maxBody: maxBody,
 		ctl:     c.(*net.UnixConn),
@@ -149,6 +163,28 @@ func startProxy(ctx context.Context, opts *egress.Options) (*proxy, *os.File, er
 	p.wg.Add(1)
 	go p.acceptLoop()
 	return p, sandboxEnd, nil
+}
+
+// overBudget records that the run's egress budget ran out, and cuts every
+// connection.
+func (p *proxy) overBudget(err error) {
+	if !p.budget.CompareAndSwap(nil, &err) {
+		return
+	}
+	p.cancel()
+	p.mu.Lock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+}
+
+// budgetErr is the error the run's egress budget gave, if it ran out.
+func (p *proxy) budgetErr() error {
+	if e := p.budget.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // close stops the proxy: every connection it holds is closed, and it

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
 )
 
@@ -224,4 +225,51 @@ func noLeaks(t *testing.T) {
 		goleak.IgnoreAnyFunction("github.com/babelagent/babel/sandbox.(*Wasm).jsTemplate.func1"),
 	}
 	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
+}
+
+// egressMeter is a run's egress budget, as the kernel's Budget keeps it.
+type egressMeter struct {
+	max, used atomic.Int64
+}
+
+func (m *egressMeter) Tokens(int64) error { return nil }
+func (m *egressMeter) TokensLeft() bool   { return true }
+func (m *egressMeter) Egress(n int64) error {
+	if m.used.Add(n) > m.max.Load() {
+		return fmt.Errorf("limit exceeded: egress bytes (max %d)", m.max.Load())
+	}
+	return nil
+}
+
+// Code's traffic through the egress proxy is charged to the run's egress
+// budget, as an http node's is: past it the proxy cuts the connection and
+// the call fails with the budget's error.
+func TestEgressProxyChargesTheRunsBudget(t *testing.T) {
+	noLeaks(t)
+	big := strings.Repeat("x", 256<<10)
+	srv, _ := countingServer(t, big)
+	opts := &egress.Options{Allowlist: []string{"127.0.0.1"}, AllowPrivate: []string{egress.AllowPrivateURL(srv.URL)}}
+	run := func(max int64) (*Result, *egressMeter, error) {
+		m := &egressMeter{}
+		m.max.Store(max)
+		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+		defer cancel()
+		ctx = agent.WithCall(ctx, &agent.CallContext{Meter: m})
+		spec := Python(fetchScript)
+		spec.Args = append(spec.Args, srv.URL+"/big")
+		spec.Egress = opts
+		res, err := testSB.os.Run(ctx, spec)
+		return res, m, err
+	}
+	res, m, err := run(1 << 30)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("within budget: %v (stderr %s)", err, res.Stderr)
+	}
+	if got := m.used.Load(); got < int64(len(big)) || got != res.Egress.Sent+res.Egress.Received {
+		t.Fatalf("charged %d bytes; the body is %d and the proxy counted %+v", got, len(big), res.Egress)
+	}
+	_, _, err = run(64 << 10)
+	if err == nil || !strings.Contains(err.Error(), "egress bytes") {
+		t.Fatalf("over budget: err = %v, want the budget's error", err)
+	}
 }

@@ -140,14 +140,15 @@ func (o *OS) check(spec *Spec) error {
 
 // running is a started bubblewrap.
 type running struct {
-	cmd      *exec.Cmd
-	kill     *killer
-	startedR *os.File
-	runCtx   context.Context
-	lim      Limits
-	waitErr  error
-	px       *proxy      // nil without Spec.Egress
-	egress   EgressStats // what px did, once the sandbox is gone
+	cmd       *exec.Cmd
+	kill      *killer
+	startedR  *os.File
+	runCtx    context.Context
+	lim       Limits
+	waitErr   error
+	px        *proxy      // nil without Spec.Egress
+	egress    EgressStats // what px did, once the sandbox is gone
+	egressErr error       // the run's egress budget ran out, through px
 
 	startedKnown, started bool
 }
@@ -241,6 +242,7 @@ func (r *running) wait() {
 	r.kill.waitGone(time.Second)
 	if r.px != nil {
 		r.egress = r.px.close()
+		r.egressErr = r.px.budgetErr()
 	}
 }
 
@@ -262,6 +264,9 @@ func (r *running) outcome(ctx context.Context, res *Result) (*Result, error) {
 	}
 	if stop := stopCause(ctx, r.runCtx); stop != nil {
 		return res, stop
+	}
+	if r.egressErr != nil { // the run's egress budget, spent through the proxy
+		return res, r.egressErr
 	}
 	if st == nil {
 		return nil, &SetupError{Kind: KindOS, Reason: "bubblewrap: " + r.waitErr.Error(), Err: r.waitErr}
