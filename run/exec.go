@@ -717,7 +717,14 @@ func (e *exec) finish(res *Result) {
 				status = NodeCancelled
 			}
 		}
-		t := NodeTrace{Node: n.Name, Status: status, DurationMS: ms(st.dur), Attempts: st.attempts, Warnings: st.warnings, Route: st.route}
+		t := &res.Trace[i] // filled in place: a NodeTrace is big to copy
+		t.Node, t.Status, t.DurationMS, t.Attempts = n.Name, status, ms(st.dur), st.attempts
+		if st.warnings != nil {
+			t.Warnings = st.warnings
+		}
+		if st.route != "" {
+			t.Route = st.route
+		}
 		if st.iter > 0 {
 			t.Iterations = st.iter + 1
 		}
@@ -727,7 +734,6 @@ func (e *exec) finish(res *Result) {
 		if status == NodeSucceeded && st.out.Labels != 0 {
 			t.Labels = st.out.Labels.Names()
 		}
-		res.Trace[i] = t
 		if len(n.Downstream) == 0 {
 			sinks = append(sinks, i)
 		}
