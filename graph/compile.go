@@ -108,6 +108,9 @@ func Compile(spec *Spec, reg *Registry, opts *CompileOptions) (*Graph, error) {
 		if i == 0 || n.Timeout < g.MinTimeout {
 			g.MinTimeout = n.Timeout
 		}
+		if len(n.Downstream) == 0 {
+			g.Sinks = append(g.Sinks, i)
+		}
 	}
 	return g, nil
 }

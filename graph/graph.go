@@ -55,6 +55,9 @@ type Graph struct {
 	// Tools are the graph's tool agents, callable by nodes that list them.
 	Tools  []*Node
 	Limits Limits
+	// Sinks are the nodes nothing follows, in order: their outputs make the
+	// run's.
+	Sinks []int
 	// MinTimeout is the shortest timeout of the graph's nodes.
 	MinTimeout time.Duration
 	index      map[string]int

@@ -50,11 +50,12 @@ type exec struct {
 	krv    kernel.Run    // kr, unless the run is resumed
 	budget kernel.Budget // kr's, for a root run
 
-	r       *Runner
-	g       *graph.Graph
-	kr      *kernel.Run
-	onEvent func(Event)
-	watch   watch // the deadlines of the attempts in flight
+	r          *Runner
+	prev, next *exec // in r's runs in flight, under r.mu
+	g          *graph.Graph
+	kr         *kernel.Run
+	onEvent    func(Event)
+	watch      watch // the deadlines of the attempts in flight
 
 	mu     sync.Mutex
 	states []nodeState
@@ -136,15 +137,9 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	e.rc = &e.rcv
 	e.ctx, e.cancel = e.rc, cancel
 	defer e.cancel(nil)
-	e.r.mu.Lock()
-	e.r.active[e] = struct{}{}
-	e.r.mu.Unlock()
+	e.r.enter(e)
 	e.watch.start(e, int64(start.Sub(epoch)))
-	defer func() {
-		e.r.mu.Lock()
-		delete(e.r.active, e)
-		e.r.mu.Unlock()
-	}()
+	defer e.r.leave(e)
 	e.kr.Hold(input.Labels)
 	var endSpan func(string)
 	e.ctx, endSpan = e.r.k.StartRun(e.ctx, e.kr)
@@ -707,7 +702,14 @@ func (e *exec) redact(s string) string { return e.r.k.Redact(s) }
 
 func (e *exec) finish(res *Result) {
 	res.Trace = make([]NodeTrace, len(e.g.Nodes))
-	var sinks []int
+	sinks := e.g.Sinks
+	if sinks == nil { // a graph not made by graph.Compile
+		for i, n := range e.g.Nodes {
+			if len(n.Downstream) == 0 {
+				sinks = append(sinks, i)
+			}
+		}
+	}
 	for i, n := range e.g.Nodes {
 		st := &e.states[i]
 		status := st.status
@@ -733,9 +735,6 @@ func (e *exec) finish(res *Result) {
 		}
 		if status == NodeSucceeded && st.out.Labels != 0 {
 			t.Labels = st.out.Labels.Names()
-		}
-		if len(n.Downstream) == 0 {
-			sinks = append(sinks, i)
 		}
 	}
 	if e.status == StatusRunning {

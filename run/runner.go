@@ -61,9 +61,10 @@ type Runner struct {
 	grace  time.Duration
 	prices kernel.Prices
 
-	mu     sync.Mutex
-	active map[*exec]struct{}
-	keeper keeper // the deadlines of the active runs
+	mu      sync.Mutex
+	active  *exec // the runs in flight, linked through exec.prev and exec.next
+	nactive int
+	keeper  keeper // the deadlines of the active runs
 }
 
 // NewRunner returns a Runner, or an error if a limit exceeds its ceiling.
@@ -112,7 +113,7 @@ func NewRunner(cfg *Config) (*Runner, error) {
 	case l.MaxCostUSD < 0 || l.MaxCostUSD > Ceilings.MaxCostUSD:
 		return nil, fmt.Errorf("max cost $%g is outside (0, %g]", l.MaxCostUSD, Ceilings.MaxCostUSD)
 	}
-	r := &Runner{k: c.Kernel, sem: newSemaphore(c.Concurrency), limits: l, grace: c.Grace, prices: c.Prices, active: map[*exec]struct{}{}}
+	r := &Runner{k: c.Kernel, sem: newSemaphore(c.Concurrency), limits: l, grace: c.Grace, prices: c.Prices}
 	r.keeper.r = r
 	c.Kernel.Kill().OnEngage(r.killAll)
 	return r, nil
@@ -122,7 +123,7 @@ func NewRunner(cfg *Config) (*Runner, error) {
 func (r *Runner) killAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for e := range r.active {
+	for e := r.active; e != nil; e = e.next {
 		e.stop(errKilled)
 	}
 }
@@ -131,7 +132,35 @@ func (r *Runner) killAll() {
 func (r *Runner) Active() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.active)
+	return r.nactive
+}
+
+// enter lists e among the runs in flight.
+func (r *Runner) enter(e *exec) {
+	r.mu.Lock()
+	e.next = r.active
+	if e.next != nil {
+		e.next.prev = e
+	}
+	r.active = e
+	r.nactive++
+	r.mu.Unlock()
+}
+
+// leave takes e off the runs in flight.
+func (r *Runner) leave(e *exec) {
+	r.mu.Lock()
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		r.active = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	}
+	e.prev, e.next = nil, nil
+	r.nactive--
+	r.mu.Unlock()
 }
 
 // Kernel returns the runner's kernel.

@@ -171,8 +171,8 @@ func (k *keeper) fire() {
 	k.at = 0 // a run lowering it meanwhile arms it
 	k.mu.Unlock()
 	k.r.mu.Lock()
-	runs := make([]*exec, 0, len(k.r.active))
-	for e := range k.r.active {
+	runs := make([]*exec, 0, k.r.nactive)
+	for e := k.r.active; e != nil; e = e.next {
 		runs = append(runs, e)
 	}
 	k.r.mu.Unlock()
