@@ -62,13 +62,16 @@ func (c *attemptCtx) Deadline() (time.Time, bool) { return monoTime(c.due), true
 func (c *attemptCtx) Done() <-chan struct{} { return c.materialize().ctx.Done() }
 
 // Err reports DeadlineExceeded once the node's deadline cut the attempt off,
-// and the run's error once the run ended.
+// Canceled once the agent returned, and the run's error once the run ended.
 func (c *attemptCtx) Err() error {
 	if c.expired.Load() {
 		return context.DeadlineExceeded
 	}
 	if in := c.inner.Load(); in != nil {
 		return in.ctx.Err()
+	}
+	if c.ended.Load() {
+		return context.Canceled
 	}
 	return c.run.Err()
 }
