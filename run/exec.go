@@ -154,9 +154,12 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 			e.start(i, input, false)
 		}
 	}
-	e.launch(false)
+	_, _, help, _ := e.launch(false)
 	busy := e.running > 0
 	e.mu.Unlock()
+	if help {
+		workers.run(e) // last before waiting: the helper gets the processor sooner
+	}
 
 	pdone := parent.Done()
 	for busy {
@@ -198,12 +201,8 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 // is drained by a few goroutines instead of one each, while a node that
 // blocks holds up nothing: every node taken off the queue with more behind
 // it calls a helper for them. mu is held.
-func (e *exec) launch(inline bool) (launch, bool) {
-	if e.running == 0 {
-		e.signal()
-	}
-	var first launch
-	keep := inline && e.head < len(e.ready)
+func (e *exec) launch(inline bool) (first launch, keep, help, idle bool) {
+	keep = inline && e.head < len(e.ready)
 	if keep {
 		i := e.ready[e.head]
 		st := &e.states[i]
@@ -215,25 +214,31 @@ func (e *exec) launch(inline bool) (launch, bool) {
 	}
 	if e.head < len(e.ready) && !e.helping {
 		e.helping = true
-		workers.run(e)
+		help = true
 	}
-	return first, keep
+	return first, keep, help, e.running == 0
 }
 
 // help runs on a worker from the pool: it takes a waiting node, if one is
 // left, and goes on down the queue.
-func (e *exec) help() {
+// It reports whether it left the run idle: its caller then wakes the
+// run's caller (signal), as the last thing before it parks.
+func (e *exec) help() (idle bool) {
 	e.mu.Lock()
 	e.helping = false
 	var l launch
-	ok := false
+	ok, help := false, false
 	if !e.closed {
-		l, ok = e.launch(true)
+		l, ok, help, idle = e.launch(true)
 	}
 	e.mu.Unlock()
-	if ok {
-		e.nodeGoroutine(l)
+	if help {
+		workers.run(e)
 	}
+	if ok {
+		return e.nodeGoroutine(l)
+	}
+	return idle
 }
 
 // signal wakes the run's caller, if it is not already awake.
@@ -252,14 +257,20 @@ func (e *exec) stop(cause error) {
 
 // deliver applies a node's completion and starts what became ready; with
 // inline, it hands the calling goroutine one ready node to run next.
-func (e *exec) deliver(c completion, inline bool) (launch, bool) {
+// It reports whether the run is idle: nothing running, nothing to run.
+func (e *exec) deliver(c completion, inline bool) (next launch, ok, idle bool) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
-		return launch{}, false
+		e.mu.Unlock()
+		return launch{}, false, false
 	}
 	e.complete(c)
-	return e.launch(inline)
+	next, ok, help, idle := e.launch(inline)
+	e.mu.Unlock()
+	if help {
+		workers.run(e)
+	}
+	return next, ok, idle
 }
 
 // interrupt handles the run's context ending: deadline, cancel, fail-fast
@@ -335,12 +346,12 @@ func (e *exec) start(i int, in agent.Message, clean bool) {
 }
 
 // nodeGoroutine runs a node, then whichever successor it made ready, and so
-// on down the chain.
-func (e *exec) nodeGoroutine(l launch) {
+// on down the chain. It reports whether it left the run idle.
+func (e *exec) nodeGoroutine(l launch) (idle bool) {
 	for {
-		next, ok := e.deliver(e.runNode(l), true)
+		next, ok, idle := e.deliver(e.runNode(l), true)
 		if !ok {
-			return
+			return idle
 		}
 		l = next
 	}

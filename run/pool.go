@@ -58,20 +58,27 @@ func (p *workerPool) run(e *exec) {
 func (p *workerPool) work(w *worker, j job) {
 	growStack(0)
 	for {
-		j.e.help()
-		j = job{} // hold nothing of the run while parked
+		idle := j.e.help()
 		p.mu.Lock()
-		if len(p.idle) >= maxIdleWorkers {
-			p.mu.Unlock()
-			return
-		}
-		w.parked = mono()
-		p.idle = append(p.idle, w)
-		if !p.janitor {
-			p.janitor = true
-			go p.retire()
+		full := len(p.idle) >= maxIdleWorkers
+		if !full {
+			w.parked = mono()
+			p.idle = append(p.idle, w)
+			if !p.janitor {
+				p.janitor = true
+				go p.retire()
+			}
 		}
 		p.mu.Unlock()
+		if idle {
+			// The run's caller waits for this: woken last, it finds the
+			// processor free as soon as this worker parks.
+			j.e.signal()
+		}
+		j = job{} // hold nothing of the run while parked
+		if full {
+			return
+		}
 		if j = <-w.jobs; j.e == nil {
 			return
 		}

@@ -310,7 +310,9 @@ func (w *watch) check(e *exec) int64 {
 		a.expire()
 	}
 	for _, c := range abandoned {
-		e.deliver(c, false)
+		if _, _, idle := e.deliver(c, false); idle {
+			e.signal()
+		}
 	}
 	return next
 }
