@@ -17,6 +17,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/internal/leaktest"
+
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/audit"
 	"github.com/babelagent/babel/builtin"
@@ -26,7 +28,7 @@ import (
 	"github.com/babelagent/babel/run"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 const canary = "canary-7f3c9e21-do-not-leak"
 

@@ -34,7 +34,8 @@ const request = (msg) => ({ tenant: "", message: msg, configuration: undefined, 
 const sent = await client.sendMessage(request(message("  from javascript  ", "pipeline")));
 const task = await client.getTask({ tenant: "", id: sent.id });
 const events = [];
-for await (const ev of client.sendMessageStream(request(message("streamed", "pipeline")))) {
+// nap sleeps 300 ms first, so the stream sees the run working, not only its end.
+for await (const ev of client.sendMessageStream(request(message("streamed", "nap")))) {
   events.push(StreamResponse.toJSON(ev));
 }
 let missing = null;

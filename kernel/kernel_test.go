@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/internal/leaktest"
+
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/audit"
 	"github.com/babelagent/babel/builtin"
@@ -22,7 +24,7 @@ import (
 	"github.com/babelagent/babel/secrets/broker"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 // sink is a real downstream on loopback that counts what reaches it.
 type sink struct {

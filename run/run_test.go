@@ -10,13 +10,15 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/internal/leaktest"
+
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/builtin"
 	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/run"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 func newRunner(t testing.TB, cfg *run.Config) *run.Runner {
 	t.Helper()

@@ -17,6 +17,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/internal/leaktest"
+
 	httpadapter "github.com/babelagent/babel/adapter/http"
 	"github.com/babelagent/babel/adapter/llm"
 	"github.com/babelagent/babel/adapter/llm/openai"
@@ -30,7 +32,7 @@ import (
 	"github.com/babelagent/babel/secrets/broker"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 const card = "4111-1111-1111-1111"
 

@@ -17,6 +17,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/internal/leaktest"
+
 	"github.com/babelagent/babel/catalog"
 	"github.com/babelagent/babel/graph"
 )
@@ -26,11 +28,11 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(envStdioGraphs); path != "" {
 		os.Exit(serveStdioForTest(path))
 	}
-	goleak.VerifyTestMain(m,
+	goleak.VerifyTestMain(m, leaktest.Options(
 		// testdata/graphs/sleepy.yaml's node ignores cancellation on purpose: the
 		// runner abandons it at the deadline, and it sleeps on.
 		goleak.IgnoreAnyFunction("github.com/babelagent/babel/builtin.Sleep.func1"),
-	)
+	)...)
 }
 
 const (

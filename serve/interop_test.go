@@ -139,7 +139,7 @@ func TestInteropTypeScriptMCPClientOverStdio(t *testing.T) {
 
 func TestInteropJavaScriptA2AClient(t *testing.T) {
 	js := interopEnv(t)
-	ts := startServer(t, serverSetup{}, "pipeline", "leaky")
+	ts := startServer(t, serverSetup{}, "pipeline", "leaky", "nap")
 	out := js.run(t, nil, "a2a.mjs", ts.base, aliceToken)
 	sent, task := out["sent"], out["task"]
 	if get(sent, "status", "state") != "TASK_STATE_COMPLETED" || get(sent, "artifacts", 0, "parts", 0, "text") != "FROM JAVASCRIPT" {
@@ -154,7 +154,9 @@ func TestInteropJavaScriptA2AClient(t *testing.T) {
 		t.Errorf("the task as a run: %d %s", code, b)
 	}
 	events, _ := out["events"].([]any)
-	if len(events) < 2 || !strings.Contains(string(mustJSON(events[len(events)-1])), "TASK_STATE_COMPLETED") {
+	if len(events) < 3 || !strings.Contains(string(mustJSON(events)), "node nap finished") ||
+		!strings.Contains(string(mustJSON(events[len(events)-1])), "TASK_STATE_COMPLETED") ||
+		!strings.Contains(string(mustJSON(events)), "STREAMED") {
 		t.Errorf("stream: %s", mustJSON(events))
 	}
 	if m, _ := out["missing"].(string); !strings.Contains(strings.ToLower(m), "not found") {

@@ -19,6 +19,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/internal/leaktest"
+
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/builtin"
 	"github.com/babelagent/babel/graph"
@@ -27,7 +29,7 @@ import (
 	"github.com/babelagent/babel/telemetry"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 // canary stands for any content: a prompt, an argument, a secret.
 const canary = "CANARY-7f3a9c-do-not-export"

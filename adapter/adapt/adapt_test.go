@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/internal/leaktest"
+
 	"github.com/babelagent/babel/adapter/adapt"
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/builtin"
@@ -22,7 +24,7 @@ import (
 	"github.com/babelagent/babel/run"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 // runOne runs a one-node graph of a, the way users run agents.
 func runOne(t *testing.T, a agent.Agent, in agent.Message, opts ...graph.NodeOption) *run.Result {

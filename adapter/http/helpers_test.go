@@ -15,6 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/internal/leaktest"
+
 	httpadapter "github.com/babelagent/babel/adapter/http"
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/builtin"
@@ -25,7 +27,7 @@ import (
 	"github.com/babelagent/babel/secrets"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 // vault is a kernel secret source holding fixed values; it hands a call
 // only the names its node declares, as the real broker does.

@@ -16,6 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
+
+	"github.com/babelagent/babel/internal/leaktest"
 )
 
 // serverArg, as the test binary's first argument, makes it an MCP stdio
@@ -27,7 +29,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == serverArg {
 		os.Exit(stdioServer(os.Args[2:]))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, leaktest.Options()...)
 }
 
 // stdioServer serves the test tools on stdin/stdout. Flags: --desc TEXT

@@ -19,6 +19,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/internal/leaktest"
+
 	"github.com/babelagent/babel/adapter/openapi"
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
@@ -28,7 +30,7 @@ import (
 	"github.com/babelagent/babel/secrets"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 // api is a real HTTP server on loopback serving an OpenAPI document at
 // /openapi.yaml and the API it describes under /v1/, counting the API's hits.

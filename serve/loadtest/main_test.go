@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/babelagent/babel/internal/leaktest"
 )
 
 func TestLoadGeneratorMeasuresRuns(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, leaktest.Options()...)
 	rep, err := Run(context.Background(), Options{Requests: 300, Duration: 20 * time.Second, Connections: 8})
 	if err != nil {
 		t.Fatal(err)

@@ -11,13 +11,15 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/internal/leaktest"
+
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/catalog"
 	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/run"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 func compile(t testing.TB, yaml string) *graph.Graph {
 	t.Helper()

@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/internal/leaktest"
+
 	"github.com/babelagent/babel/adapter/llm"
 	"github.com/babelagent/babel/adapter/llm/anthropic"
 	"github.com/babelagent/babel/adapter/llm/internal/llmtest"
@@ -20,7 +22,7 @@ import (
 	"github.com/babelagent/babel/run"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 const apiKey = "sk-ant-test-7e2b9c4d1f0a48e3b6c5d2a1f0e9d8c7"
 

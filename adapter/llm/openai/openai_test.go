@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/babelagent/babel/internal/leaktest"
+
 	httpadapter "github.com/babelagent/babel/adapter/http"
 	"github.com/babelagent/babel/adapter/llm"
 	"github.com/babelagent/babel/adapter/llm/internal/llmtest"
@@ -23,7 +25,7 @@ import (
 	"github.com/babelagent/babel/run"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 const apiKey = "sk-test-4c1f0e9b2a7d48f6b3e5a9c0d1e2f3a4"
 
