@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/builtin"
 	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/run"
 )
@@ -100,5 +101,23 @@ func TestNodeTimeoutEndsDerivedContexts(t *testing.T) {
 	}
 	if ctx := <-got; !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 		t.Errorf("node context's cause = %v, want DeadlineExceeded", context.Cause(ctx))
+	}
+}
+
+// A node's timeout counts from when it runs, not from when it was ready:
+// waiting for a concurrency slot is not the node's time.
+func TestWaitingForAConcurrencySlotIsNotTheNodesTime(t *testing.T) {
+	r := newRunner(t, &run.Config{Concurrency: 1})
+	g := build(t, graph.New("slots").
+		Add("a", builtin.Sleep(300*time.Millisecond, false), graph.After(), graph.Timeout(450*time.Millisecond)).
+		Add("b", builtin.Sleep(300*time.Millisecond, false), graph.After(), graph.Timeout(450*time.Millisecond)))
+	res := r.Run(context.Background(), &run.Request{Graph: g, Input: agent.Text("x")})
+	if res.Status != run.StatusSucceeded {
+		t.Fatalf("%s: %s (one slot: the second node waits 300 ms, then needs 300 of its 450)", res.Status, res.Error)
+	}
+	for _, tr := range res.Trace {
+		if tr.DurationMS < 250 || tr.DurationMS > 420 {
+			t.Errorf("node %s took %.0f ms, want about 300: its own time, not its wait", tr.Node, tr.DurationMS)
+		}
 	}
 }

@@ -363,8 +363,6 @@ func (e *exec) runNode(l launch) (c completion) {
 	i, gen, in := l.i, l.gen, l.in
 	n := e.g.Nodes[i]
 	c = completion{idx: i, gen: gen}
-	began := mono()
-	defer func() { c.dur = time.Duration(mono() - began) }()
 	if !e.r.sem.acquire(e.rc) {
 		c.err = e.rc.cause()
 		return
@@ -379,6 +377,10 @@ func (e *exec) runNode(l launch) (c completion) {
 			return
 		}
 	}
+	// The node's time, and its first attempt's deadline, count from here:
+	// waiting for a concurrency slot is not the node's.
+	began := mono()
+	defer func() { c.dur = time.Duration(mono() - began) }()
 	gateTries := 0
 	for attempt := 1; ; attempt++ {
 		c.attempts = attempt
