@@ -296,26 +296,34 @@ func (q *qjsCall) cstring(s string) uint64 {
 }
 
 // toString converts a JS value to a Go string through QJS_ToCString, which
-// returns a pointer to (address<<32 | length).
+// returns a pointer to (address<<32 | length). The guest's copy is not
+// freed: the instance is thrown away after the call.
 func (q *qjsCall) toString(jctx, v uint64) string {
+	s, _, _ := q.cString(jctx, v)
+	return s
+}
+
+// cString is toString that also returns the guest addresses of the
+// string's bytes and of its header, for a caller that frees them.
+func (q *qjsCall) cString(jctx, v uint64) (s string, bytesAt, headerAt uint64) {
 	p := q.call("QJS_ToCString", jctx, v)
 	if q.err != nil {
-		return ""
+		return "", 0, 0
 	}
 	if uint32(p) == 0 {
 		q.err = &LimitError{Limit: LimitMemory}
-		return ""
+		return "", 0, 0
 	}
 	mem := q.mod.Memory()
 	packed, ok := mem.ReadUint64Le(uint32(p))
 	if !ok {
 		q.err = fmt.Errorf("quickjs: string header at %#x out of range", p)
-		return ""
+		return "", 0, 0
 	}
 	b, ok := mem.Read(uint32(packed>>32), uint32(packed))
 	if !ok {
 		q.err = fmt.Errorf("quickjs: string of %d bytes out of range", uint32(packed))
-		return ""
+		return "", 0, 0
 	}
-	return string(b) // copies out of guest memory
+	return string(b), packed >> 32, p // string copies out of guest memory
 }

@@ -225,26 +225,10 @@ func jsHostCall(ctx context.Context, mod api.Module, stack []uint64) {
 
 // takeString is toString for a string that is freed afterwards.
 func (q *qjsCall) takeString(jctx, v uint64) string {
-	p := q.call("QJS_ToCString", jctx, v)
-	if q.err != nil {
-		return ""
+	s, bytesAt, headerAt := q.cString(jctx, v)
+	if q.err == nil {
+		q.call("JS_FreeCString", jctx, bytesAt)
+		q.call("free", headerAt)
 	}
-	if uint32(p) == 0 {
-		q.err = &LimitError{Limit: LimitMemory}
-		return ""
-	}
-	packed, ok := q.mod.Memory().ReadUint64Le(uint32(p))
-	if !ok {
-		q.err = fmt.Errorf("quickjs: string header at %#x out of range", p)
-		return ""
-	}
-	b, ok := q.mod.Memory().Read(uint32(packed>>32), uint32(packed))
-	if !ok {
-		q.err = fmt.Errorf("quickjs: string of %d bytes out of range", uint32(packed))
-		return ""
-	}
-	s := string(b)
-	q.call("JS_FreeCString", jctx, packed>>32)
-	q.call("free", p)
 	return s
 }

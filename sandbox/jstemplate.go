@@ -85,24 +85,15 @@ func (w *Wasm) jsTemplate(ctx context.Context) (*jsTemplate, error) {
 	if e == nil {
 		e = &jsTemplateEntry{ready: make(chan struct{})}
 		w.js = e
-		w.compiling.Add(1)
-		go func() {
-			defer w.compiling.Done()
-			defer close(e.ready)
-			defer func() {
-				if r := recover(); r != nil {
-					e.tpl, e.err = nil, fmt.Errorf("panicked: %v", r)
-				}
-				if e.err != nil {
-					w.mu.Lock()
-					if w.js == e {
-						w.js = nil
-					}
-					w.mu.Unlock()
-				}
-			}()
-			e.tpl, e.err = w.buildJSTemplate(w.life)
-		}()
+		w.background(e.ready, func() (err error) {
+			e.tpl, err = w.buildJSTemplate(w.life)
+			return err
+		}, func(err error) {
+			e.tpl, e.err = nil, err
+			if w.js == e {
+				w.js = nil
+			}
+		})
 	}
 	w.mu.Unlock()
 	select {

@@ -147,6 +147,33 @@ func (w *Wasm) Run(ctx context.Context, spec *Spec) (*Result, error) {
 	}
 }
 
+// background runs build apart from the call that asked for it, under the
+// sandbox's life: a caller that gives up does not waste it, the next caller
+// shares it, and Close waits for it. A panic in build is its error. On an
+// error, failed runs under w.mu, to record it and drop the entry so that
+// the next call tries again. ready is closed once all is done. The caller
+// holds w.mu.
+func (w *Wasm) background(ready chan struct{}, build func() error, failed func(error)) {
+	w.compiling.Add(1)
+	go func() {
+		defer w.compiling.Done()
+		defer close(ready)
+		err := func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("panicked: %v", r)
+				}
+			}()
+			return build()
+		}()
+		if err != nil {
+			w.mu.Lock()
+			failed(err)
+			w.mu.Unlock()
+		}
+	}()
+}
+
 // compile returns the compiled form of module, whose digest is key, from
 // the cache when it is there. release must be called when the caller is
 // done with it.
@@ -163,23 +190,14 @@ func (w *Wasm) compile(ctx context.Context, key [32]byte, module []byte) (wazero
 		// Compile apart from this call: its caller may give up (a cancel must
 		// stop a run within a second; QuickJS takes longer to compile), and
 		// the next caller shares the result. Close stops it.
-		w.compiling.Add(1)
-		go func() {
-			defer w.compiling.Done()
-			defer close(e.ready)
-			defer func() {
-				if r := recover(); r != nil {
-					e.cm, e.err = nil, fmt.Errorf("compiler panicked: %v", r)
-				}
-				if e.err != nil {
-					w.mu.Lock()
-					delete(w.compiled, key)
-					w.mu.Unlock()
-				}
-			}()
+		w.background(e.ready, func() (err error) {
 			cctx := experimental.WithCompilationWorkers(w.life, runtime.GOMAXPROCS(0))
-			e.cm, e.err = w.rt.CompileModule(cctx, module)
-		}()
+			e.cm, err = w.rt.CompileModule(cctx, module)
+			return err
+		}, func(err error) {
+			e.cm, e.err = nil, err
+			delete(w.compiled, key)
+		})
 	}
 	w.mu.Unlock()
 	if e == nil {
