@@ -4,6 +4,16 @@
 //
 // The scheduler never calls an agent itself: every node execution goes
 // through kernel.Invoke.
+//
+// How a run moves: Runner.Run hands the run to a worker from a pool of
+// parked goroutines and waits, so that it returns at the deadline even when
+// a node ignores its context. A worker runs a node, applies its completion
+// under the run's lock, and goes straight on with one node that became
+// ready (a chain runs on one goroutine); other ready nodes wait in the
+// run's queue, and whoever takes a node with more behind it calls one more
+// worker, so a node that blocks holds up nothing. One timer per Runner (the
+// keeper) enforces every run's deadline and every attempt's timeout. An
+// attempt's context is a small struct until an agent waits on it.
 package run
 
 import (
