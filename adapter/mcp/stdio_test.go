@@ -103,6 +103,10 @@ func TestStdioServerHasNoNetwork(t *testing.T) {
 	wantSucceeded(t, res)
 	var out dialOut
 	outputValue(t, res, &out)
+	// The connection is made before the listener's goroutine accepts it.
+	for wait := time.Now().Add(5 * time.Second); accepted.Load() == 0 && time.Now().Before(wait); {
+		time.Sleep(time.Millisecond)
+	}
 	if !out.Connected || accepted.Load() != 1 {
 		t.Fatalf("control: dial over HTTP: %+v, %d connections; want it connected once", out, accepted.Load())
 	}
