@@ -102,36 +102,8 @@ func Discover(ctx context.Context, cfg *Config) (agent.Agent, error) {
 
 func (r *remote) Card() agent.Card { return r.card }
 
-// httpClient is the guarded client for one call. The call's deadline, not
-// the guard's default timeout, bounds a long stream.
-func (r *remote) httpClient(ctx context.Context) *http.Client {
-	hc := r.eg.HTTPClient()
-	if _, ok := ctx.Deadline(); ok {
-		hc.Timeout = 0
-	}
-	hc.Transport = &headerTransport{ctx: ctx, headers: r.headers, next: hc.Transport}
-	return hc
-}
-
-// headerTransport adds the configured headers to each request, reading
-// secret values from the call's context, inside the egress guard's
-// transport (so they go only where the guard lets the request go).
-type headerTransport struct {
-	ctx     context.Context // the call's: it carries the call's secrets
-	headers *bhttp.Headers
-	next    http.RoundTripper
-}
-
-func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r := req.Clone(req.Context())
-	if err := t.headers.Apply(t.ctx, r.Header); err != nil {
-		if req.Body != nil {
-			_ = req.Body.Close()
-		}
-		return nil, err
-	}
-	return t.next.RoundTrip(r)
-}
+// httpClient is the guarded client for one call.
+func (r *remote) httpClient(ctx context.Context) *http.Client { return r.headers.Client(ctx, r.eg) }
 
 func (r *remote) resolve(ctx context.Context, hc *http.Client) (*a2a.AgentCard, error) {
 	card, err := agentcard.NewResolver(hc).Resolve(ctx, r.url)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/egress"
 )
 
 // Auth says how a request authenticates, by the name of a secret the node
@@ -173,6 +174,38 @@ func (h *Headers) Apply(ctx context.Context, hdr http.Header) error {
 		hdr.Set(sh.name, b.String())
 	}
 	return nil
+}
+
+// Client returns eg's guarded client for one call, with the headers added
+// to each request inside the guard's transport (so they go only where the
+// guard lets the request go), their secret values read from ctx, the
+// call's. When ctx has a deadline, it bounds the call, a long stream
+// included, instead of the guard's default timeout.
+func (h *Headers) Client(ctx context.Context, eg *egress.Client) *http.Client {
+	hc := eg.HTTPClient()
+	if _, ok := ctx.Deadline(); ok {
+		hc.Timeout = 0
+	}
+	hc.Transport = &headerTransport{ctx: ctx, headers: h, next: hc.Transport}
+	return hc
+}
+
+// headerTransport adds the headers to each request.
+type headerTransport struct {
+	ctx     context.Context // the call's: it carries the call's secrets
+	headers *Headers
+	next    http.RoundTripper
+}
+
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	if err := t.headers.Apply(t.ctx, r.Header); err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	return t.next.RoundTrip(r)
 }
 
 func validSecretName(s string) bool {

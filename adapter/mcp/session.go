@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"slices"
 
@@ -101,12 +100,7 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		if err := s.eg.Check(s.url); err != nil {
 			return nil, s.fail("connect", err) // refused before any byte leaves
 		}
-		hc := s.eg.HTTPClient()
-		if _, ok := ctx.Deadline(); ok {
-			hc.Timeout = 0 // the call's deadline bounds a long tool call, not the guard's default
-		}
-		hc.Transport = &headerTransport{ctx: ctx, headers: s.headers, next: hc.Transport}
-		t = &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}
+		t = &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: s.headers.Client(ctx, s.eg), MaxRetries: -1, DisableStandaloneSSE: true}
 	} else {
 		env := map[string]string{"PATH": minimalPath}
 		ss := agent.SecretsFrom(ctx)
@@ -188,24 +182,4 @@ func codeName(code int64) string {
 		return fmt.Sprintf("%d (internal error)", code)
 	}
 	return fmt.Sprint(code)
-}
-
-// headerTransport adds the configured headers to each request, reading
-// secret values from the call's context, inside the egress guard's
-// transport (so they go only where the guard lets the request go).
-type headerTransport struct {
-	ctx     context.Context // the call's: it carries the call's secrets
-	headers *bhttp.Headers
-	next    http.RoundTripper
-}
-
-func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r := req.Clone(req.Context())
-	if err := t.headers.Apply(t.ctx, r.Header); err != nil {
-		if req.Body != nil {
-			_ = req.Body.Close()
-		}
-		return nil, err
-	}
-	return t.next.RoundTrip(r)
 }
