@@ -208,7 +208,7 @@ func (c *compiler) node(g *Graph, ns *NodeSpec, n *Node) {
 		n.Card = a.Card()
 		n.AgentEffects = slices.Clone(n.Card.Effects)
 		if len(n.Card.InputSchema) > 0 {
-			s, err := compileInputSchema(n.Card.InputSchema)
+			s, err := CompileSchema(n.Card.InputSchema)
 			if err != nil {
 				c.add(name, "agent", "input schema: %v", err)
 			}

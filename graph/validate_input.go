@@ -11,28 +11,46 @@ import (
 	"github.com/babelagent/babel/agent"
 )
 
-// compileInputSchema compiles a node's input JSON Schema once, so that the
-// kernel can check every call's arguments centrally: an adapter added later
-// inherits the check.
-func compileInputSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
+// CompileSchema compiles a JSON Schema document (draft 2020-12 unless it
+// says otherwise) on its own: a $ref that leaves the document is refused,
+// never fetched from disk or the network. A node's input schema is
+// compiled once, so that the kernel can check every call's arguments
+// centrally: an adapter added later inherits the check.
+func CompileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("input schema is not JSON: %w", err)
+		return nil, fmt.Errorf("not JSON: %w", err)
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	// Only the document itself: never fetch a $ref from the network or disk.
 	c.UseLoader(noLoader{})
-	if err := c.AddResource("node-input.json", doc); err != nil {
+	// The .invalid domain can never be fetched, and nothing is fetched anyway.
+	const url = "https://schema.invalid/input.json"
+	if err := c.AddResource(url, doc); err != nil {
 		return nil, err
 	}
-	return c.Compile("node-input.json")
+	return c.Compile(url)
 }
 
 type noLoader struct{}
 
 func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("schema $ref %q refused: schemas are self-contained", url)
+	return nil, fmt.Errorf("schema $ref %q refused: schemas must be self-contained", url)
+}
+
+// SchemaMismatch renders what Validate of a schema from CompileSchema
+// returned, for a person: without its first line (which names the schema's
+// internal URL), on one line, at most 500 bytes.
+func SchemaMismatch(err error) string {
+	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, "\n"); ok {
+		msg = strings.TrimSpace(rest)
+	}
+	msg = strings.ReplaceAll(strings.TrimPrefix(msg, "- "), "\n", "; ")
+	if len(msg) > 500 {
+		msg = msg[:500] + "…"
+	}
+	return msg
 }
 
 // ValidateInput checks m against the node's input schema (no schema: any
@@ -50,21 +68,7 @@ func (n *Node) ValidateInput(m agent.Message) error {
 		return &agent.InputError{Agent: n.Name, Reason: "not valid JSON"}
 	}
 	if err := n.inputSchema.Validate(v); err != nil {
-		// The first line names the schema's internal URL: drop it.
-		msg := err.Error()
-		if _, rest, ok := strings.Cut(msg, "\n"); ok {
-			msg = strings.TrimSpace(rest)
-		}
-		msg = strings.TrimPrefix(msg, "- ")
-		return &agent.InputError{Agent: n.Name, Reason: "arguments do not match the input schema: " + oneLine(msg)}
+		return &agent.InputError{Agent: n.Name, Reason: "arguments do not match the input schema: " + SchemaMismatch(err)}
 	}
 	return nil
-}
-
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", "; ")
-	if len(s) > 500 {
-		s = s[:500] + "…"
-	}
-	return s
 }

@@ -3,43 +3,23 @@ package mcp
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/graph"
 )
 
-// schemaURL is where a tool's input schema is registered while compiling;
-// the .invalid domain can never be fetched, and nothing is fetched anyway.
-const schemaURL = "https://mcp-tool.invalid/input-schema.json"
-
-// noLoader refuses every reference that leaves the schema document: an
-// untrusted schema must not make the compiler read a file or the network.
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("schema refers to %s: references outside the schema are not loaded", url)
-}
-
-// compileSchema compiles a tool's input schema (draft 2020-12 unless it
-// says otherwise). A nil schema accepts any object.
+// compileSchema compiles a tool's input schema (graph.CompileSchema: no
+// reference outside it is loaded, for an untrusted server's schema must not
+// make the compiler read a file or the network). A nil schema accepts any
+// object.
 func compileSchema(raw []byte) (*jsonschema.Schema, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	c.DefaultDraft(jsonschema.Draft2020)
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(schemaURL)
+	return graph.CompileSchema(raw)
 }
 
 // validate checks args (a JSON object) against s, returning an

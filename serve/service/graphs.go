@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -66,7 +65,7 @@ type servedGraph struct {
 func newServedGraph(g *graph.Graph) (*servedGraph, error) {
 	sg := &servedGraph{g: g, info: GraphInfo{Name: g.Name, Description: g.Description, InputSchema: defaultInputSchema, Effects: []agent.Effect{}}}
 	if len(g.InputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(g.InputSchema), []byte("null")) {
-		s, err := compileSchema(g.InputSchema)
+		s, err := graph.CompileSchema(g.InputSchema)
 		if err != nil {
 			return nil, fmt.Errorf("graph %s: input schema: %w", g.Name, err)
 		}
@@ -88,26 +87,6 @@ func newServedGraph(g *graph.Graph) (*servedGraph, error) {
 	return sg, nil
 }
 
-func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("not JSON: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(noLoader{}) // self-contained: never fetch a $ref from disk or network
-	if err := c.AddResource("graph-input.json", doc); err != nil {
-		return nil, err
-	}
-	return c.Compile("graph-input.json")
-}
-
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("schema $ref %q refused: input schemas must be self-contained", url)
-}
-
 // validate checks the input against the graph's declared schema.
 func (sg *servedGraph) validate(m agent.Message) error {
 	if err := m.Validate(); err != nil {
@@ -125,16 +104,7 @@ func (sg *servedGraph) validate(m agent.Message) error {
 		return BadRequest(CodeInvalidInput, "input is not valid JSON")
 	}
 	if err := sg.schema.Validate(v); err != nil {
-		msg := err.Error()
-		// The first line names the schema's internal URL: drop it.
-		if _, rest, ok := strings.Cut(msg, "\n"); ok {
-			msg = strings.TrimSpace(rest)
-		}
-		msg = strings.ReplaceAll(strings.TrimPrefix(msg, "- "), "\n", "; ")
-		if len(msg) > 500 {
-			msg = msg[:500] + "…"
-		}
-		return BadRequest(CodeInvalidInput, "input does not match the graph's input schema: %s", msg)
+		return BadRequest(CodeInvalidInput, "input does not match the graph's input schema: %s", graph.SchemaMismatch(err))
 	}
 	return nil
 }
