@@ -241,7 +241,7 @@ func (c *compiler) node(g *Graph, ns *NodeSpec, n *Node) {
 	}
 	if ns.Secrets != nil {
 		for _, s := range ns.Secrets {
-			if !validSecretName(s) {
+			if secrets.CheckName(s) != nil {
 				c.add(name, "secrets", "%q is not a secret name (want NAMES_LIKE_THIS); a value never goes in a topology", s)
 			}
 		}
@@ -349,18 +349,6 @@ func (c *compiler) tools(g *Graph) {
 			n.Tools = append(n.Tools, t)
 		}
 	}
-}
-
-func validSecretName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r == '_' || r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z') {
-			return false
-		}
-	}
-	return true
 }
 
 func checkHostPattern(h string) error {

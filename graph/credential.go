@@ -57,5 +57,5 @@ func (c *compiler) scanConfig(node, field string, v any) {
 // isSecretReference reports whether s names a secret rather than holding one.
 func isSecretReference(s string) bool {
 	s = strings.TrimSpace(s)
-	return strings.HasPrefix(s, "{{secret:") && strings.HasSuffix(s, "}}") || validSecretName(s) && strings.ToUpper(s) == s
+	return strings.HasPrefix(s, "{{secret:") && strings.HasSuffix(s, "}}") || secrets.CheckName(s) == nil && strings.ToUpper(s) == s
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
+	"github.com/babelagent/babel/secrets"
 )
 
 // Auth says how a request authenticates, by the name of a secret the node
@@ -59,7 +60,7 @@ var sensitive = map[string]bool{"Authorization": true, "Cookie": true, "X-Api-Ke
 func NewHeaders(headers map[string]string, auth *Auth, declared []string) (*Headers, error) {
 	h := &Headers{static: http.Header{}}
 	need := func(field, name string) error {
-		if !validSecretName(name) {
+		if secrets.CheckName(name) != nil {
 			return fmt.Errorf("%s: %q is not a secret name (want NAMES_LIKE_THIS)", field, name)
 		}
 		if declared != nil && !slices.Contains(declared, name) {
@@ -206,18 +207,6 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return t.next.RoundTrip(r)
-}
-
-func validSecretName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r == '_' || r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z') {
-			return false
-		}
-	}
-	return true
 }
 
 // validHeaderName reports whether s is an RFC 9110 token.
