@@ -1,16 +1,12 @@
 package http_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -159,83 +155,6 @@ func (r *recorder) Hits() []hit {
 func (r *recorder) private() string { return egressPrivate(r.URL) }
 
 func egressPrivate(u string) string { return egress.AllowPrivateURL(u) }
-
-// listener counts every connection and byte that reaches a loopback port.
-type listener struct {
-	net.Listener
-	conns, bytes atomic.Int64
-	wg           sync.WaitGroup
-}
-
-func newListener(t testing.TB) *listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &listener{Listener: ln}
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			l.conns.Add(1)
-			l.wg.Add(1)
-			go func() {
-				defer l.wg.Done()
-				defer c.Close()
-				buf := make([]byte, 1024)
-				for {
-					n, err := c.Read(buf)
-					l.bytes.Add(int64(n))
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); l.wg.Wait() })
-	return l
-}
-
-func (l *listener) Port() string {
-	_, p, _ := net.SplitHostPort(l.Addr().String())
-	return p
-}
-
-// blockedVectors reads the shared list of URLs the egress guard must refuse.
-func blockedVectors(t testing.TB) []string {
-	t.Helper()
-	f, err := os.Open("testdata/ssrf-blocked.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line != "" && !strings.HasPrefix(line, "#") {
-			out = append(out, line)
-		}
-	}
-	if len(out) < 10 {
-		t.Fatalf("only %d vectors", len(out))
-	}
-	return out
-}
-
-// staticResolver answers every name with one address: a DNS server that
-// points a public-looking name at a private address.
-type staticResolver struct{ ip net.IP }
-
-func (s staticResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
-	return []net.IPAddr{{IP: s.ip}}, nil
-}
 
 func nodeTrace(res *run.Result, name string) run.NodeTrace {
 	for _, n := range res.Trace {

@@ -14,6 +14,7 @@ import (
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/internal/loopback"
 	"github.com/babelagent/babel/run"
 )
 
@@ -390,8 +391,8 @@ func TestAResponseOverTheCapFails(t *testing.T) {
 // The egress guard: every shared SSRF vector is refused when the graph is
 // compiled, whatever the node's allowlist says, and nothing is dialed.
 func TestEgressGuardRefusesEveryBlockedVector(t *testing.T) {
-	ln := newListener(t)
-	vectors := append(blockedVectors(t), "http://127.0.0.1:"+ln.Port()+"/", "http://localhost:"+ln.Port()+"/")
+	ln := loopback.Listen(t)
+	vectors := append(loopback.Vectors(t, "testdata/ssrf-blocked.txt"), "http://127.0.0.1:"+ln.Port()+"/", "http://localhost:"+ln.Port()+"/")
 	for _, v := range vectors {
 		u, _ := url.Parse(v)
 		allow := ""
@@ -409,16 +410,16 @@ func TestEgressGuardRefusesEveryBlockedVector(t *testing.T) {
 			}
 		}
 	}
-	if ln.conns.Load() != 0 || ln.bytes.Load() != 0 {
-		t.Fatalf("%d connections and %d bytes reached the listener", ln.conns.Load(), ln.bytes.Load())
+	if ln.Conns.Load() != 0 || ln.Bytes.Load() != 0 {
+		t.Fatalf("%d connections and %d bytes reached the listener", ln.Conns.Load(), ln.Bytes.Load())
 	}
 }
 
 // The check is made again on the address dialed: a name on the allowlist
 // that resolves to loopback is refused at connect time.
 func TestEgressGuardRefusesAnAllowedNameThatResolvesToLoopback(t *testing.T) {
-	ln := newListener(t)
-	opts := &httpadapter.Options{Egress: &egress.Options{Resolver: staticResolver{ip: net.ParseIP("127.0.0.1")}}}
+	ln := loopback.Listen(t)
+	opts := &httpadapter.Options{Egress: &egress.Options{Resolver: loopback.StaticResolver{IP: net.ParseIP("127.0.0.1")}}}
 	g := mustCompile(t, fmt.Sprintf(`
 name: g
 nodes:
@@ -430,8 +431,8 @@ nodes:
 	if res.Status != run.StatusDenied || !strings.Contains(res.Error, "egress refused") || !strings.Contains(res.Error, "loopback") {
 		t.Fatalf("got %s %q", res.Status, res.Error)
 	}
-	if ln.conns.Load() != 0 {
-		t.Fatalf("%d connections reached the listener", ln.conns.Load())
+	if ln.Conns.Load() != 0 {
+		t.Fatalf("%d connections reached the listener", ln.Conns.Load())
 	}
 	if nodeTrace(res, "n").Attempts != 1 {
 		t.Fatalf("an egress refusal must not be retried: %+v", nodeTrace(res, "n"))

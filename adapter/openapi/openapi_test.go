@@ -1,7 +1,6 @@
 package openapi_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,7 +13,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -25,6 +23,7 @@ import (
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/internal/loopback"
 	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/run"
 	"github.com/babelagent/babel/secrets"
@@ -413,9 +412,9 @@ func TestDocumentMistakesAreNamedAtCompileTime(t *testing.T) {
 // The egress guard: a document or a server URL that is one of the shared
 // SSRF vectors is refused when the graph is compiled, and nothing is dialed.
 func TestEgressGuardRefusesEveryBlockedVector(t *testing.T) {
-	ln := newListener(t)
+	ln := loopback.Listen(t)
 	a := newAPI(t, nil)
-	vectors := append(vectorsFrom(t, "testdata/ssrf-blocked.txt"), "http://127.0.0.1:"+ln.Port()+"/v1")
+	vectors := append(loopback.Vectors(t, "testdata/ssrf-blocked.txt"), "http://127.0.0.1:"+ln.Port()+"/v1")
 	for _, v := range vectors {
 		// As the document's own server URL.
 		a.doc = []byte(fmt.Sprintf("openapi: 3.0.3\ninfo: {title: x, version: '1'}\nservers: [{url: %q}]\npaths:\n  /x:\n    get:\n      operationId: x\n      responses: {'200': {description: ok}}\n", v))
@@ -428,80 +427,23 @@ func TestEgressGuardRefusesEveryBlockedVector(t *testing.T) {
 			t.Errorf("spec %s: got %v", v, err)
 		}
 	}
-	if ln.conns.Load() != 0 || a.Hits() != 0 {
-		t.Fatalf("%d connections reached the listener, %d the api", ln.conns.Load(), a.Hits())
+	if ln.Conns.Load() != 0 || a.Hits() != 0 {
+		t.Fatalf("%d connections reached the listener, %d the api", ln.Conns.Load(), a.Hits())
 	}
 }
 
 // The address dialed is checked again: the document's server is an allowed
 // name that resolves to a loopback port nobody opted in.
 func TestEgressGuardRefusesAServerNameThatResolvesToLoopback(t *testing.T) {
-	ln := newListener(t)
+	ln := loopback.Listen(t)
 	a := newAPI(t, []byte(fmt.Sprintf("openapi: 3.0.3\ninfo: {title: x, version: '1'}\nservers: [{url: 'http://api.tickets.example:%s/v1'}]\npaths:\n  /x:\n    get:\n      operationId: x\n      responses: {'200': {description: ok}}\n", ln.Port())))
-	opts := &openapi.Options{Egress: &egress.Options{Resolver: staticResolver{net.ParseIP("127.0.0.1")}}}
+	opts := &openapi.Options{Egress: &egress.Options{Resolver: loopback.StaticResolver{IP: net.ParseIP("127.0.0.1")}}}
 	g := mustCompile(t, a.node("x", "")+"    egress: [api.tickets.example]\n", opts)
 	res := runGraph(t, g, nil, "{}")
 	if res.Status != run.StatusDenied || !strings.Contains(res.Error, "egress refused") || !strings.Contains(res.Error, "loopback") {
 		t.Fatalf("got %s %q", res.Status, res.Error)
 	}
-	if ln.conns.Load() != 0 {
-		t.Fatalf("%d connections reached the listener", ln.conns.Load())
+	if ln.Conns.Load() != 0 {
+		t.Fatalf("%d connections reached the listener", ln.Conns.Load())
 	}
-}
-
-type staticResolver struct{ ip net.IP }
-
-func (s staticResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
-	return []net.IPAddr{{IP: s.ip}}, nil
-}
-
-type listener struct {
-	net.Listener
-	conns atomic.Int64
-	wg    sync.WaitGroup
-}
-
-func newListener(t testing.TB) *listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &listener{Listener: ln}
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			l.conns.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); l.wg.Wait() })
-	return l
-}
-
-func (l *listener) Port() string {
-	_, p, _ := net.SplitHostPort(l.Addr().String())
-	return p
-}
-
-func vectorsFrom(t testing.TB, path string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
-			out = append(out, line)
-		}
-	}
-	return out
 }

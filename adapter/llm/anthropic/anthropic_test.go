@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/babelagent/babel/internal/leaktest"
+	"github.com/babelagent/babel/internal/loopback"
 
 	"github.com/babelagent/babel/adapter/llm"
 	"github.com/babelagent/babel/adapter/llm/anthropic"
@@ -188,7 +189,7 @@ func TestUsageOverTheRunsTokenBudgetStopsTheRun(t *testing.T) {
 }
 
 func TestTheAPIKeyReachesTheProviderOnlyNeverTheRunOrTheEnvironment(t *testing.T) {
-	attacker := llmtest.NewListener(t)
+	attacker := loopback.Listen(t)
 	t.Setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:"+attacker.Port())
 	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-from-the-environment-000000000000")
 	t.Setenv("ANTHROPIC_CUSTOM_HEADERS", "X-Leak: yes")
@@ -270,8 +271,8 @@ nodes:
 }
 
 func TestEgressGuardRefusesEveryBlockedVectorAsABaseURL(t *testing.T) {
-	ln := llmtest.NewListener(t)
-	for _, v := range append(llmtest.Vectors(t, "../testdata/ssrf-blocked.txt"), "http://127.0.0.1:"+ln.Port()) {
+	ln := loopback.Listen(t)
+	for _, v := range append(loopback.Vectors(t, "../testdata/ssrf-blocked.txt"), "http://127.0.0.1:"+ln.Port()) {
 		_, err := llmtest.Compile(t, registry(nil), fmt.Sprintf("name: g\nnodes:\n  - name: n\n    agent: {anthropic: {model: claude-sonnet-4-5, base_url: %q}}\n    secrets: [ANTHROPIC_API_KEY]\n", v), nil)
 		if err == nil || !strings.Contains(err.Error(), "egress refused") {
 			t.Errorf("%s: got %v, want an egress policy error", v, err)
@@ -283,7 +284,7 @@ func TestEgressGuardRefusesEveryBlockedVectorAsABaseURL(t *testing.T) {
 }
 
 func TestEgressGuardRefusesAnAllowedNameThatResolvesToAMetadataAddress(t *testing.T) {
-	opts := &llm.Options{Egress: &egress.Options{Resolver: llmtest.StaticResolver{IP: net.ParseIP("169.254.169.254")}}}
+	opts := &llm.Options{Egress: &egress.Options{Resolver: loopback.StaticResolver{IP: net.ParseIP("169.254.169.254")}}}
 	g, err := llmtest.Compile(t, registry(opts), `
 name: g
 nodes:

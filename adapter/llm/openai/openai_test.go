@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/babelagent/babel/internal/leaktest"
+	"github.com/babelagent/babel/internal/loopback"
 
 	httpadapter "github.com/babelagent/babel/adapter/http"
 	"github.com/babelagent/babel/adapter/llm"
@@ -237,7 +238,7 @@ func TestUsageOverTheRunsTokenBudgetStopsTheRun(t *testing.T) {
 }
 
 func TestTheAPIKeyReachesTheProviderOnlyNeverTheRunOrTheEnvironment(t *testing.T) {
-	attacker := llmtest.NewListener(t)
+	attacker := loopback.Listen(t)
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:"+attacker.Port()+"/v1")
 	t.Setenv("OPENAI_API_KEY", "sk-from-the-environment-0000000000000000")
 	t.Setenv("OPENAI_CUSTOM_HEADERS", "X-Leak: yes")
@@ -410,8 +411,8 @@ func TestTheDefaultEndpointIsAllowedWithoutAnEgressList(t *testing.T) {
 // the graph is compiled, whatever the node's allowlist says, and nothing is
 // dialed.
 func TestEgressGuardRefusesEveryBlockedVectorAsABaseURL(t *testing.T) {
-	ln := llmtest.NewListener(t)
-	vectors := append(llmtest.Vectors(t, "../testdata/ssrf-blocked.txt"), "http://127.0.0.1:"+ln.Port()+"/v1")
+	ln := loopback.Listen(t)
+	vectors := append(loopback.Vectors(t, "../testdata/ssrf-blocked.txt"), "http://127.0.0.1:"+ln.Port()+"/v1")
 	for _, v := range vectors {
 		allow := ""
 		if h := hostOf(v); h != "" && !strings.Contains(h, ":") {
@@ -430,8 +431,8 @@ func TestEgressGuardRefusesEveryBlockedVectorAsABaseURL(t *testing.T) {
 // The address dialed is checked again: an allowed name that resolves to
 // loopback is refused at connect time, and the run fails without a byte sent.
 func TestEgressGuardRefusesAnAllowedNameThatResolvesToLoopback(t *testing.T) {
-	ln := llmtest.NewListener(t)
-	opts := &llm.Options{Egress: &egress.Options{Resolver: llmtest.StaticResolver{IP: net.ParseIP("127.0.0.1")}}}
+	ln := loopback.Listen(t)
+	opts := &llm.Options{Egress: &egress.Options{Resolver: loopback.StaticResolver{IP: net.ParseIP("127.0.0.1")}}}
 	g, err := llmtest.Compile(t, registry(opts), fmt.Sprintf(`
 name: g
 nodes:

@@ -6,17 +6,14 @@
 package llmtest
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/babelagent/babel/agent"
@@ -135,80 +132,6 @@ func (r *Replay) Requests() []Request {
 
 // Private is the server's address for allow_private.
 func (r *Replay) Private() string { return egress.AllowPrivateURL(r.URL) }
-
-// Listener counts every connection and byte that reaches a loopback port.
-type Listener struct {
-	net.Listener
-	Conns, Bytes atomic.Int64
-	wg           sync.WaitGroup
-}
-
-// NewListener starts a counting listener on 127.0.0.1.
-func NewListener(t testing.TB) *Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &Listener{Listener: ln}
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			l.Conns.Add(1)
-			l.wg.Add(1)
-			go func() {
-				defer l.wg.Done()
-				defer c.Close()
-				n, _ := io.Copy(io.Discard, c)
-				l.Bytes.Add(n)
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); l.wg.Wait() })
-	return l
-}
-
-// Port is the listener's port.
-func (l *Listener) Port() string {
-	_, p, _ := net.SplitHostPort(l.Addr().String())
-	return p
-}
-
-// StaticResolver answers every name with one address: a DNS answer that
-// points an allowed name at a private address.
-type StaticResolver struct{ IP net.IP }
-
-// LookupIPAddr implements egress.Resolver.
-func (s StaticResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
-	return []net.IPAddr{{IP: s.IP}}, nil
-}
-
-// Vectors reads a list of URLs the egress guard must refuse.
-func Vectors(t testing.TB, path string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line != "" && !strings.HasPrefix(line, "#") {
-			out = append(out, line)
-		}
-	}
-	if len(out) < 10 {
-		t.Fatalf("only %d vectors in %s", len(out), path)
-	}
-	return out
-}
 
 // Run runs g with a kernel holding v and returns the result and every
 // event, one JSON object a line.
