@@ -1,7 +1,6 @@
 package anthropic_test
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"github.com/babelagent/babel/adapter/llm/anthropic"
 	"github.com/babelagent/babel/adapter/llm/internal/llmtest"
 	"github.com/babelagent/babel/agent"
-	"github.com/babelagent/babel/builtin"
 	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/run"
@@ -27,26 +25,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Options()...) }
 
 const apiKey = "sk-ant-test-7e2b9c4d1f0a48e3b6c5d2a1f0e9d8c7"
 
-func registry(opts *llm.Options) *graph.Registry {
-	if opts == nil {
-		opts = &llm.Options{}
-	}
-	opts.Providers = []llm.Provider{anthropic.Provider()}
-	r := graph.NewRegistry()
-	builtin.Register(r)
-	llm.Register(r, opts)
-	return r
-}
-
-type weatherIn struct {
-	City string `json:"city" jsonschema:"the city to look up"`
-}
+func registry(opts *llm.Options) *graph.Registry { return llmtest.Registry(opts, anthropic.Provider()) }
 
 func weather(calls *atomic.Int64) agent.Agent {
-	return agent.MustFunc("weather", func(_ context.Context, in weatherIn) (string, error) {
-		calls.Add(1)
-		return in.City + ": 18°C and sunny", nil
-	}, &agent.FuncOptions{Description: "Current weather for a city."})
+	return llmtest.Weather(calls, "Current weather for a city.")
 }
 
 func assistant(srv *llmtest.Replay, extra string) string {

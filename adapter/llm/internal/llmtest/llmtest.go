@@ -1,6 +1,7 @@
 // Package llmtest holds what the provider tests share: a loopback server
 // replaying recorded provider responses in their exact wire format, a
-// secret source, a counting listener and the shared SSRF vectors.
+// secret source, a registry and a Go tool. (The counting listener and the
+// SSRF vectors are in internal/loopback.)
 //
 // It is for tests only; nothing in it may be used by a shipped agent.
 package llmtest
@@ -14,15 +15,43 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/babelagent/babel/adapter/llm"
 	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/builtin"
 	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/run"
 	"github.com/babelagent/babel/secrets"
 )
+
+// Registry is the builtins and the llm kinds of providers.
+func Registry(opts *llm.Options, providers ...llm.Provider) *graph.Registry {
+	if opts == nil {
+		opts = &llm.Options{}
+	}
+	opts.Providers = providers
+	r := graph.NewRegistry()
+	builtin.Register(r)
+	llm.Register(r, opts)
+	return r
+}
+
+// WeatherIn is Weather's input.
+type WeatherIn struct {
+	City string `json:"city" jsonschema:"the city to look up"`
+}
+
+// Weather is a Go tool with the given description that counts its calls.
+func Weather(calls *atomic.Int64, description string) agent.Agent {
+	return agent.MustFunc("weather", func(_ context.Context, in WeatherIn) (string, error) {
+		calls.Add(1)
+		return in.City + ": 18°C and sunny", nil
+	}, &agent.FuncOptions{Description: description})
+}
 
 // Vault is a kernel secret source holding fixed values; it hands a call
 // only the names its node declares.
