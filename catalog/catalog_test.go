@@ -14,6 +14,7 @@ import (
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/catalog"
 	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/internal/topotest"
 	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/run"
 	"github.com/babelagent/babel/sandbox"
@@ -32,20 +33,12 @@ func setCanary(t *testing.T) string {
 
 func compile(t *testing.T, reg *graph.Registry, yaml string) (*graph.Graph, error) {
 	t.Helper()
-	spec, err := graph.Parse([]byte(yaml))
-	if err != nil {
-		t.Fatalf("parse: %v\n%s", err, yaml)
-	}
-	return graph.Compile(spec, reg, nil)
+	return topotest.Compile(t, reg, yaml, nil)
 }
 
 func mustCompile(t *testing.T, reg *graph.Registry, yaml string) *graph.Graph {
 	t.Helper()
-	g, err := compile(t, reg, yaml)
-	if err != nil {
-		t.Fatalf("compile: %v\n%s", err, yaml)
-	}
-	return g
+	return topotest.MustCompile(t, reg, yaml)
 }
 
 // runGraph runs g as users do, with the default runner.
@@ -65,12 +58,7 @@ func runGraph(t *testing.T, g *graph.Graph, input string) *run.Result {
 }
 
 func oneNode(agentField string, extra ...string) string {
-	var b strings.Builder
-	b.WriteString("name: t\nnodes:\n  - name: n\n    agent: " + agentField + "\n")
-	for _, e := range extra {
-		b.WriteString("    " + e + "\n")
-	}
-	return b.String()
+	return topotest.OneNode("n", agentField, extra...)
 }
 
 // The code of each test below reports its result and what it can see of

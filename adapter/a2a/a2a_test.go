@@ -19,6 +19,7 @@ import (
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/internal/topotest"
 	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/run"
 	"github.com/babelagent/babel/secrets"
@@ -26,13 +27,9 @@ import (
 
 func compileYAML(t testing.TB, yaml string, opts *babela2a.Options) (*graph.Graph, error) {
 	t.Helper()
-	spec, err := graph.Parse([]byte(yaml))
-	if err != nil {
-		t.Fatalf("parse: %v\n%s", err, yaml)
-	}
 	reg := graph.NewRegistry()
 	babela2a.Register(reg, opts)
-	return graph.Compile(spec, reg, nil)
+	return topotest.Compile(t, reg, yaml, nil)
 }
 
 func mustCompile(t testing.TB, yaml string, opts *babela2a.Options) *graph.Graph {
@@ -45,12 +42,7 @@ func mustCompile(t testing.TB, yaml string, opts *babela2a.Options) *graph.Graph
 }
 
 func oneNode(agentField string, extra ...string) string {
-	var b strings.Builder
-	b.WriteString("name: t\nnodes:\n  - name: remote\n    agent: " + agentField + "\n")
-	for _, e := range extra {
-		b.WriteString("    " + e + "\n")
-	}
-	return b.String()
+	return topotest.OneNode("remote", agentField, extra...)
 }
 
 // form writes a node reaching url in one of the topology's forms.

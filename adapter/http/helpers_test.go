@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/babelagent/babel/internal/leaktest"
+	"github.com/babelagent/babel/internal/topotest"
 
 	httpadapter "github.com/babelagent/babel/adapter/http"
 	"github.com/babelagent/babel/agent"
@@ -45,15 +46,7 @@ func compile(t testing.TB, topology string, opts *httpadapter.Options) (*graph.G
 	r := graph.NewRegistry()
 	builtin.Register(r)
 	httpadapter.Register(r, opts)
-	spec, err := graph.Parse([]byte(topology))
-	if err != nil {
-		t.Fatalf("parse: %v", err)
-	}
-	g, err := graph.Compile(spec, r, nil)
-	if err == nil {
-		t.Cleanup(func() { closeAgents(g) })
-	}
-	return g, err
+	return topotest.Compile(t, r, topology, nil)
 }
 
 func mustCompile(t testing.TB, topology string, opts *httpadapter.Options) *graph.Graph {
@@ -63,14 +56,6 @@ func mustCompile(t testing.TB, topology string, opts *httpadapter.Options) *grap
 		t.Fatalf("compile: %v", err)
 	}
 	return g
-}
-
-func closeAgents(g *graph.Graph) {
-	for _, n := range append(append([]*graph.Node{}, g.Nodes...), g.Tools...) {
-		if c, ok := n.Agent.(interface{ Close() error }); ok {
-			_ = c.Close()
-		}
-	}
 }
 
 func runGraph(t testing.TB, g *graph.Graph, v vault, in agent.Message) *run.Result {

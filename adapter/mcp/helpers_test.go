@@ -16,6 +16,7 @@ import (
 	babelmcp "github.com/babelagent/babel/adapter/mcp"
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/internal/topotest"
 	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/run"
 	"github.com/babelagent/babel/secrets"
@@ -93,13 +94,9 @@ func pinOf(t testing.TB, cfg *babelmcp.Config) string {
 // compileYAML compiles a topology with the mcp kinds registered.
 func compileYAML(t testing.TB, yaml string, opts *babelmcp.Options) (*graph.Graph, error) {
 	t.Helper()
-	spec, err := graph.Parse([]byte(yaml))
-	if err != nil {
-		t.Fatalf("parse: %v\n%s", err, yaml)
-	}
 	reg := graph.NewRegistry()
 	babelmcp.Register(reg, opts)
-	return graph.Compile(spec, reg, nil)
+	return topotest.Compile(t, reg, yaml, nil)
 }
 
 func mustCompile(t testing.TB, yaml string, opts *babelmcp.Options) *graph.Graph {
@@ -114,12 +111,7 @@ func mustCompile(t testing.TB, yaml string, opts *babelmcp.Options) *graph.Graph
 // oneNode is a one-node topology; agent is the node's agent field (YAML),
 // extra is more of the node's keys, indented by four spaces.
 func oneNode(agentField string, extra ...string) string {
-	var b strings.Builder
-	b.WriteString("name: t\nnodes:\n  - name: tool\n    agent: " + agentField + "\n")
-	for _, e := range extra {
-		b.WriteString("    " + e + "\n")
-	}
-	return b.String()
+	return topotest.OneNode("tool", agentField, extra...)
 }
 
 // secretScoper hands a call the declared secrets it holds.

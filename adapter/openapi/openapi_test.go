@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/babelagent/babel/internal/leaktest"
+	"github.com/babelagent/babel/internal/topotest"
 
 	"github.com/babelagent/babel/adapter/openapi"
 	"github.com/babelagent/babel/agent"
@@ -122,21 +123,7 @@ func compile(t testing.TB, topology string, opts *openapi.Options) (*graph.Graph
 	t.Helper()
 	r := graph.NewRegistry()
 	openapi.Register(r, opts)
-	spec, err := graph.Parse([]byte(topology))
-	if err != nil {
-		t.Fatalf("parse: %v", err)
-	}
-	g, err := graph.Compile(spec, r, nil)
-	if err == nil {
-		t.Cleanup(func() {
-			for _, n := range g.Nodes {
-				if c, ok := n.Agent.(interface{ Close() error }); ok {
-					_ = c.Close()
-				}
-			}
-		})
-	}
-	return g, err
+	return topotest.Compile(t, r, topology, nil)
 }
 
 func mustCompile(t testing.TB, topology string, opts *openapi.Options) *graph.Graph {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/babelagent/babel/internal/leaktest"
 	"github.com/babelagent/babel/internal/loopback"
+	"github.com/babelagent/babel/internal/topotest"
 
 	"github.com/babelagent/babel/adapter/llm"
 	"github.com/babelagent/babel/adapter/llm/anthropic"
@@ -51,7 +52,7 @@ tools:
 func TestToolUseRunsTheGraphToolOnceAndTheAnswerUsesItsResult(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/messages", llmtest.Reply{File: "tool_use.sse"}, llmtest.Reply{File: "final_answer.sse"})
 	var calls atomic.Int64
-	g, err := llmtest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
+	g, err := topotest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestToolUseRunsTheGraphToolOnceAndTheAnswerUsesItsResult(t *testing.T) {
 func TestAModelThatAlwaysUsesAToolStopsAtTheStepLimit(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/messages", llmtest.Reply{File: "tool_use.sse"})
 	var calls atomic.Int64
-	g, err := llmtest.Compile(t, registry(nil), assistant(srv, ", max_steps: 2"), map[string]agent.Agent{"weather": weather(&calls)})
+	g, err := topotest.Compile(t, registry(nil), assistant(srv, ", max_steps: 2"), map[string]agent.Agent{"weather": weather(&calls)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestAModelThatAlwaysUsesAToolStopsAtTheStepLimit(t *testing.T) {
 func TestAnUnknownToolIsRefusedNeverRun(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/messages", llmtest.Reply{File: "unknown_tool.sse"}, llmtest.Reply{File: "refusal_ack.sse"})
 	var calls atomic.Int64
-	g, err := llmtest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
+	g, err := topotest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestAnUnknownToolIsRefusedNeverRun(t *testing.T) {
 func TestUsageOverTheRunsTokenBudgetStopsTheRun(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/messages", llmtest.Reply{File: "tool_use.sse"}, llmtest.Reply{File: "final_answer.sse"})
 	var calls atomic.Int64
-	g, err := llmtest.Compile(t, registry(nil), assistant(srv, "")+"limits: {max_tokens: 500}\n", map[string]agent.Agent{"weather": weather(&calls)})
+	g, err := topotest.Compile(t, registry(nil), assistant(srv, "")+"limits: {max_tokens: 500}\n", map[string]agent.Agent{"weather": weather(&calls)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestTheAPIKeyReachesTheProviderOnlyNeverTheRunOrTheEnvironment(t *testing.T
 
 	srv := llmtest.NewReplay(t, "/v1/messages",
 		llmtest.Reply{File: "final_answer.sse"}, llmtest.Reply{File: "authentication_error.json", Status: 401})
-	g, err := llmtest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(new(atomic.Int64))})
+	g, err := topotest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(new(atomic.Int64))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestTheAPIKeyReachesTheProviderOnlyNeverTheRunOrTheEnvironment(t *testing.T
 
 func TestAnErrorEventMidStreamFailsTheNodeAsRetryable(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/messages", llmtest.Reply{File: "overloaded_midstream.sse"}, llmtest.Reply{File: "final_answer.sse"})
-	g, err := llmtest.Compile(t, registry(nil), fmt.Sprintf(`
+	g, err := topotest.Compile(t, registry(nil), fmt.Sprintf(`
 name: g
 nodes:
   - name: n
@@ -231,7 +232,7 @@ nodes:
 
 func TestNonStreamingAnswer(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/messages", llmtest.Reply{File: "summary.json"})
-	g, err := llmtest.Compile(t, registry(nil), fmt.Sprintf(`
+	g, err := topotest.Compile(t, registry(nil), fmt.Sprintf(`
 name: g
 nodes:
   - name: n
@@ -255,7 +256,7 @@ nodes:
 func TestEgressGuardRefusesEveryBlockedVectorAsABaseURL(t *testing.T) {
 	ln := loopback.Listen(t)
 	for _, v := range append(loopback.Vectors(t, "../testdata/ssrf-blocked.txt"), "http://127.0.0.1:"+ln.Port()) {
-		_, err := llmtest.Compile(t, registry(nil), fmt.Sprintf("name: g\nnodes:\n  - name: n\n    agent: {anthropic: {model: claude-sonnet-4-5, base_url: %q}}\n    secrets: [ANTHROPIC_API_KEY]\n", v), nil)
+		_, err := topotest.Compile(t, registry(nil), fmt.Sprintf("name: g\nnodes:\n  - name: n\n    agent: {anthropic: {model: claude-sonnet-4-5, base_url: %q}}\n    secrets: [ANTHROPIC_API_KEY]\n", v), nil)
 		if err == nil || !strings.Contains(err.Error(), "egress refused") {
 			t.Errorf("%s: got %v, want an egress policy error", v, err)
 		}
@@ -267,7 +268,7 @@ func TestEgressGuardRefusesEveryBlockedVectorAsABaseURL(t *testing.T) {
 
 func TestEgressGuardRefusesAnAllowedNameThatResolvesToAMetadataAddress(t *testing.T) {
 	opts := &llm.Options{Egress: &egress.Options{Resolver: loopback.StaticResolver{IP: net.ParseIP("169.254.169.254")}}}
-	g, err := llmtest.Compile(t, registry(opts), `
+	g, err := topotest.Compile(t, registry(opts), `
 name: g
 nodes:
   - name: n

@@ -13,6 +13,7 @@ import (
 
 	"github.com/babelagent/babel/internal/leaktest"
 	"github.com/babelagent/babel/internal/loopback"
+	"github.com/babelagent/babel/internal/topotest"
 
 	httpadapter "github.com/babelagent/babel/adapter/http"
 	"github.com/babelagent/babel/adapter/llm"
@@ -58,7 +59,7 @@ func TestToolCallRunsTheGraphToolOnceAndTheAnswerUsesItsResult(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/chat/completions",
 		llmtest.Reply{File: "tool_call.sse"}, llmtest.Reply{File: "final_answer.sse"})
 	var calls atomic.Int64
-	g, err := llmtest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
+	g, err := topotest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestToolCallRunsTheGraphToolOnceAndTheAnswerUsesItsResult(t *testing.T) {
 func TestAModelThatAlwaysCallsAToolStopsAtTheStepLimit(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/chat/completions", llmtest.Reply{File: "tool_call.sse"}) // repeated forever
 	var calls atomic.Int64
-	g, err := llmtest.Compile(t, registry(nil), assistant(srv, ", max_steps: 3"), map[string]agent.Agent{"weather": weather(&calls)})
+	g, err := topotest.Compile(t, registry(nil), assistant(srv, ", max_steps: 3"), map[string]agent.Agent{"weather": weather(&calls)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestAModelThatAlwaysCallsAToolStopsAtTheStepLimit(t *testing.T) {
 func TestTheDefaultStepLimitIsEight(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/chat/completions", llmtest.Reply{File: "tool_call.sse"})
 	var calls atomic.Int64
-	g, err := llmtest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
+	g, err := topotest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestAnUnknownToolNameIsRefusedAndToldToTheModel(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/chat/completions",
 		llmtest.Reply{File: "unknown_tool.sse"}, llmtest.Reply{File: "refusal_ack.sse"})
 	var calls atomic.Int64
-	g, err := llmtest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
+	g, err := topotest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestUsageOverTheRunsTokenBudgetStopsTheRun(t *testing.T) {
 		llmtest.Reply{File: "tool_call.sse"}, llmtest.Reply{File: "final_answer.sse"})
 	var calls atomic.Int64
 	topo := assistant(srv, "") + "limits: {max_tokens: 100}\n" // the first answer uses 106
-	g, err := llmtest.Compile(t, registry(nil), topo, map[string]agent.Agent{"weather": weather(&calls)})
+	g, err := topotest.Compile(t, registry(nil), topo, map[string]agent.Agent{"weather": weather(&calls)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestTheAPIKeyReachesTheProviderOnlyNeverTheRunOrTheEnvironment(t *testing.T
 		llmtest.Reply{File: "tool_call.sse"}, llmtest.Reply{File: "final_answer.sse"},
 		llmtest.Reply{File: "invalid_api_key.json", Status: 401})
 	var calls atomic.Int64
-	g, err := llmtest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
+	g, err := topotest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +271,7 @@ func TestTheAPIKeyReachesTheProviderOnlyNeverTheRunOrTheEnvironment(t *testing.T
 func TestAServerThatReportsNoUsageIsChargedByEstimate(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/chat/completions", llmtest.Reply{File: "no_usage.sse"})
 	topo := fmt.Sprintf("name: g\nnodes:\n  - name: n\n    agent: {openai: {model: qwen2.5-7b-instruct, base_url: %q}}\n    allow_private: [%q]\n", srv.URL+"/v1", srv.Private())
-	g, err := llmtest.Compile(t, registry(nil), topo, nil)
+	g, err := topotest.Compile(t, registry(nil), topo, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +283,7 @@ func TestAServerThatReportsNoUsageIsChargedByEstimate(t *testing.T) {
 	if srv.Requests()[0].Header.Get("Authorization") != "" {
 		t.Fatal("a keyless endpoint was sent a key")
 	}
-	g, err = llmtest.Compile(t, registry(nil), topo+"limits: {max_tokens: 5}\n", nil)
+	g, err = topotest.Compile(t, registry(nil), topo+"limits: {max_tokens: 5}\n", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +294,7 @@ func TestAServerThatReportsNoUsageIsChargedByEstimate(t *testing.T) {
 
 func TestNonStreamingAnswerWithADataInput(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/chat/completions", llmtest.Reply{File: "summary.json"})
-	g, err := llmtest.Compile(t, registry(nil), fmt.Sprintf(`
+	g, err := topotest.Compile(t, registry(nil), fmt.Sprintf(`
 name: summarize
 nodes:
   - name: summary
@@ -327,7 +328,7 @@ nodes:
 
 func TestOllamaShortFormSendsNoKeyAndUsesMaxTokens(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/chat/completions", llmtest.Reply{File: "final_answer.sse"})
-	g, err := llmtest.Compile(t, registry(nil), fmt.Sprintf(`
+	g, err := topotest.Compile(t, registry(nil), fmt.Sprintf(`
 name: local
 nodes:
   - name: local
@@ -349,11 +350,11 @@ nodes:
 }
 
 func TestOllamaOnLoopbackNeedsAllowPrivateAndSaysSo(t *testing.T) {
-	_, err := llmtest.Compile(t, registry(nil), "name: g\nnodes:\n  - name: local\n    agent: ollama:llama3.2\n", nil)
+	_, err := topotest.Compile(t, registry(nil), "name: g\nnodes:\n  - name: local\n    agent: ollama:llama3.2\n", nil)
 	if err == nil || !strings.Contains(err.Error(), "egress refused") || !strings.Contains(err.Error(), `add allow_private: ["127.0.0.1:11434"] to the node`) {
 		t.Fatalf("got %v", err)
 	}
-	_, err = llmtest.Compile(t, registry(nil), "name: g\nnodes:\n  - name: local\n    agent: ollama:llama3.2\n    allow_private: [\"127.0.0.1:11434\"]\n", nil)
+	_, err = topotest.Compile(t, registry(nil), "name: g\nnodes:\n  - name: local\n    agent: ollama:llama3.2\n    allow_private: [\"127.0.0.1:11434\"]\n", nil)
 	if err != nil {
 		t.Fatalf("with allow_private: %v", err)
 	}
@@ -373,7 +374,7 @@ func TestConfigurationMistakesAreNamedAtCompileTime(t *testing.T) {
 		{"{openai: {model: gpt-4o, base_url: \"https://llm.example.com/v1\"}}", "    egress: [api.openai.com]\n", "egress refused: llm.example.com: host not in allowlist"},
 		{"{llm: {provider: anthropic, model: x}}", "", `unknown provider "anthropic"`},
 	} {
-		_, err := llmtest.Compile(t, registry(nil), "name: g\nnodes:\n  - name: n\n    agent: "+tc.agent+"\n"+tc.extra, nil)
+		_, err := topotest.Compile(t, registry(nil), "name: g\nnodes:\n  - name: n\n    agent: "+tc.agent+"\n"+tc.extra, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `node "n"`) {
 			t.Errorf("%s: got %v, want an error naming node n and containing %q", tc.agent, err, tc.want)
 		}
@@ -381,7 +382,7 @@ func TestConfigurationMistakesAreNamedAtCompileTime(t *testing.T) {
 }
 
 func TestTheDefaultEndpointIsAllowedWithoutAnEgressList(t *testing.T) {
-	g, err := llmtest.Compile(t, registry(nil), "name: g\nnodes:\n  - name: n\n    agent: openai:gpt-4o-mini\n    secrets: [OPENAI_API_KEY]\n", nil)
+	g, err := topotest.Compile(t, registry(nil), "name: g\nnodes:\n  - name: n\n    agent: openai:gpt-4o-mini\n    secrets: [OPENAI_API_KEY]\n", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +402,7 @@ func TestEgressGuardRefusesEveryBlockedVectorAsABaseURL(t *testing.T) {
 		if h := hostOf(v); h != "" && !strings.Contains(h, ":") {
 			allow = fmt.Sprintf("    egress: [%q]\n", h)
 		}
-		_, err := llmtest.Compile(t, registry(nil), fmt.Sprintf("name: g\nnodes:\n  - name: n\n    agent: {openai: {model: gpt-4o-mini, base_url: %q}}\n    secrets: [OPENAI_API_KEY]\n%s", v, allow), nil)
+		_, err := topotest.Compile(t, registry(nil), fmt.Sprintf("name: g\nnodes:\n  - name: n\n    agent: {openai: {model: gpt-4o-mini, base_url: %q}}\n    secrets: [OPENAI_API_KEY]\n%s", v, allow), nil)
 		if err == nil || !strings.Contains(err.Error(), "egress refused") {
 			t.Errorf("%s: got %v, want an egress policy error", v, err)
 		}
@@ -416,7 +417,7 @@ func TestEgressGuardRefusesEveryBlockedVectorAsABaseURL(t *testing.T) {
 func TestEgressGuardRefusesAnAllowedNameThatResolvesToLoopback(t *testing.T) {
 	ln := loopback.Listen(t)
 	opts := &llm.Options{Egress: &egress.Options{Resolver: loopback.StaticResolver{IP: net.ParseIP("127.0.0.1")}}}
-	g, err := llmtest.Compile(t, registry(opts), fmt.Sprintf(`
+	g, err := topotest.Compile(t, registry(opts), fmt.Sprintf(`
 name: g
 nodes:
   - name: n
@@ -443,7 +444,7 @@ nodes:
 func TestAMissingKeyAtRunTimeIsAClearErrorAndNothingIsSent(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/chat/completions", llmtest.Reply{File: "final_answer.sse"})
 	var calls atomic.Int64
-	g, err := llmtest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
+	g, err := topotest.Compile(t, registry(nil), assistant(srv, ""), map[string]agent.Agent{"weather": weather(&calls)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +485,7 @@ func TestAConsequentialToolCallWaitsForApproval(t *testing.T) {
 	srv := llmtest.NewReplay(t, "/v1/chat/completions", llmtest.Reply{File: "notify_call.sse"}, llmtest.Reply{File: "final_answer.sse"})
 	r := registry(nil)
 	httpadapter.Register(r, nil)
-	g, err := llmtest.Compile(t, r, fmt.Sprintf(`
+	g, err := topotest.Compile(t, r, fmt.Sprintf(`
 name: ask
 nodes:
   - name: assistant

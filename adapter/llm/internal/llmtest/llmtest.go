@@ -190,25 +190,3 @@ func Everything(t testing.TB, res *run.Result, events string) string {
 	m, _ := json.Marshal(res.Output.Metadata)
 	return string(j) + "\n" + string(m) + "\n" + events
 }
-
-// Compile parses topology and compiles it with reg; agents supplies
-// ready-made agents (Go tools) by name. The graph's agents are closed when
-// the test ends.
-func Compile(t testing.TB, reg *graph.Registry, topology string, agents map[string]agent.Agent) (*graph.Graph, error) {
-	t.Helper()
-	spec, err := graph.Parse([]byte(topology))
-	if err != nil {
-		t.Fatalf("parse: %v", err)
-	}
-	g, err := graph.Compile(spec, reg, &graph.CompileOptions{Agents: agents})
-	if err == nil {
-		t.Cleanup(func() {
-			for _, n := range append(append([]*graph.Node{}, g.Nodes...), g.Tools...) {
-				if c, ok := n.Agent.(interface{ Close() error }); ok {
-					_ = c.Close()
-				}
-			}
-		})
-	}
-	return g, err
-}
