@@ -55,7 +55,7 @@ type exec struct {
 	g          *graph.Graph
 	kr         *kernel.Run
 	onEvent    func(Event)
-	watch      watch // the deadlines of the attempts in flight
+	watch      watch // the run's deadline and its attempts' timeouts
 
 	mu     sync.Mutex
 	states []nodeState
@@ -196,11 +196,12 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 
 // launch hands out the nodes made ready under mu: with inline, the first
 // to the calling goroutine, which runs it next. If more wait and no helper
-// is on its way, it calls one from the worker pool; a helper takes one node
-// and calls the next helper if more still wait. So a fan-out of fast nodes
-// is drained by a few goroutines instead of one each, while a node that
-// blocks holds up nothing: every node taken off the queue with more behind
-// it calls a helper for them. mu is held.
+// is on its way, it reports help: the caller then calls one from the worker
+// pool, once mu is released. A helper takes one node and calls the next
+// helper if more still wait. So a fan-out of fast nodes is drained by a few
+// goroutines instead of one each, while a node that blocks holds up
+// nothing: every node taken off the queue with more behind it calls a
+// helper for them. idle reports that nothing runs or waits. mu is held.
 func (e *exec) launch(inline bool) (first launch, keep, help, idle bool) {
 	keep = inline && e.head < len(e.ready)
 	if keep {
@@ -220,9 +221,9 @@ func (e *exec) launch(inline bool) (first launch, keep, help, idle bool) {
 }
 
 // help runs on a worker from the pool: it takes a waiting node, if one is
-// left, and goes on down the queue.
-// It reports whether it left the run idle: its caller then wakes the
-// run's caller (signal), as the last thing before it parks.
+// left, and goes on down the queue. It reports whether it left the run
+// idle: its caller then wakes the run's caller (signal), as the last thing
+// before it parks.
 func (e *exec) help() (idle bool) {
 	e.mu.Lock()
 	e.helping = false

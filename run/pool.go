@@ -6,7 +6,7 @@ import (
 )
 
 // workers is the process's pool of parked goroutines that run nodes. Handing
-// a node to a parked worker costs a channel send; starting a goroutine
+// a run to a parked worker costs a channel send; starting a goroutine
 // costs more than a no-op node itself, mostly in growing the new stack to
 // the depth a kernel call needs. A worker that finds no more work parks;
 // one parked for longer than workerIdle exits, so an idle process keeps no
@@ -27,13 +27,8 @@ type workerPool struct {
 }
 
 type worker struct {
-	jobs   chan job
-	parked int64 // mono
-}
-
-// job is a run to help; the zero job tells a worker to exit.
-type job struct {
-	e *exec
+	runs   chan *exec // runs to help; nil tells the worker to exit
+	parked int64      // mono
 }
 
 // run has a parked worker, or a new one, help e.
@@ -44,21 +39,21 @@ func (p *workerPool) run(e *exec) {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		w.jobs <- job{e: e} // buffered: never blocks
+		w.runs <- e // buffered: never blocks
 		return
 	}
 	p.mu.Unlock()
-	go p.work(&worker{jobs: make(chan job, 1)}, job{e: e})
+	go p.work(&worker{runs: make(chan *exec, 1)}, e)
 }
 
-// work runs jobs until it is told to exit or the pool is full. It first
+// work helps runs until it is told to exit or the pool is full. It first
 // grows its stack while it holds two frames: left to grow on demand, it
 // overflows deep inside runNode -> kernel.Invoke -> the agent, where copying
 // it means walking every frame. A parked worker keeps the grown stack.
-func (p *workerPool) work(w *worker, j job) {
+func (p *workerPool) work(w *worker, e *exec) {
 	growStack(0)
 	for {
-		idle := j.e.help()
+		idle := e.help()
 		p.mu.Lock()
 		full := len(p.idle) >= maxIdleWorkers
 		if !full {
@@ -73,13 +68,13 @@ func (p *workerPool) work(w *worker, j job) {
 		if idle {
 			// The run's caller waits for this: woken last, it finds the
 			// processor free as soon as this worker parks.
-			j.e.signal()
+			e.signal()
 		}
-		j = job{} // hold nothing of the run while parked
+		e = nil // hold nothing of the run while parked
 		if full {
 			return
 		}
-		if j = <-w.jobs; j.e == nil {
+		if e = <-w.runs; e == nil {
 			return
 		}
 	}
@@ -94,7 +89,7 @@ func (p *workerPool) retire() {
 		cut := mono() - int64(workerIdle)
 		n := 0 // the oldest are at the bottom of the stack
 		for n < len(p.idle) && p.idle[n].parked < cut {
-			p.idle[n].jobs <- job{}
+			p.idle[n].runs <- nil
 			n++
 		}
 		rest := copy(p.idle, p.idle[n:])

@@ -11,7 +11,8 @@ import (
 
 // runCtx is a run's context: the caller's, cancelled with a cause (fail
 // fast, pause, kill, cancel, deadline) and carrying the run's deadline. It
-// has no timer of its own: the run's watch cancels it at the deadline.
+// has no timer of its own: the Runner's keeper stops the run at the
+// deadline.
 type runCtx struct {
 	context.Context // context.WithCancelCause of the caller's context
 	deadline        time.Time
