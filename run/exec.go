@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -65,10 +66,13 @@ type exec struct {
 	firstsBuf [1][]attemptCtx
 	ready     []int32 // nodes started under mu, waiting for a goroutine, from head on
 	head      int
-	readyBuf  [8]int32
 	helping   bool          // a helper is on its way for the nodes in ready
 	wake      chan struct{} // signalled when nothing is running, and when the run is stopped
+	scratch   *scratch      // states, ready and wake, reused by a later run
 	closed    bool          // the run has reported: late completions are dropped
+	// abandoned: a node was left running when it ignored its context; it
+	// may still touch states, so they are not reused.
+	abandoned bool
 	rcv       runCtx
 	rc        *runCtx                 // the run's context: its cancellation and deadline
 	ctx       context.Context         // rc, as the tracer may have wrapped it for the nodes
@@ -94,7 +98,8 @@ type launch struct {
 // init readies e to run g; kr is e's own krv or a run resumed.
 func (e *exec) init(r *Runner, g *graph.Graph, kr *kernel.Run, onEvent func(Event)) {
 	e.r, e.g, e.kr, e.onEvent = r, g, kr, onEvent
-	e.states = make([]nodeState, len(g.Nodes))
+	e.scratch = getScratch(len(g.Nodes))
+	e.states, e.ready, e.wake = e.scratch.states, e.scratch.ready, e.scratch.wake
 	if chunks := (len(g.Nodes) + firstsChunk - 1) / firstsChunk; chunks <= len(e.firstsBuf) {
 		e.firsts = e.firstsBuf[:0]
 	} else {
@@ -103,15 +108,55 @@ func (e *exec) init(r *Runner, g *graph.Graph, kr *kernel.Run, onEvent func(Even
 	for i := 0; i < len(g.Nodes); i += firstsChunk {
 		e.firsts = append(e.firsts, make([]attemptCtx, min(firstsChunk, len(g.Nodes)-i)))
 	}
-	e.wake = make(chan struct{}, 1)
-	if len(g.Nodes) <= len(e.readyBuf) {
-		e.ready = e.readyBuf[:0]
-	} else {
-		e.ready = make([]int32, 0, len(g.Nodes))
-	}
 	for i := range e.states {
 		e.states[i].status = NodePending
 	}
+}
+
+// scratch is the per-node state of a run, reused by later runs of graphs of
+// about the same size: a run's states and ready queue are a good share of
+// what it allocates, and all of it for the garbage collector to scan.
+// Nothing outside the scheduler points into it (an agent's context is an
+// attemptCtx, never reused), so once every node of a run has returned it
+// is free. A run that abandoned a node does not give it back.
+type scratch struct {
+	states []nodeState
+	ready  []int32
+	// wake may carry a stale signal from the run before: whoever waits on
+	// it looks again at what it waits for.
+	wake chan struct{}
+}
+
+// scratchPools hold scratch by size class: pool k has room for 1<<k nodes.
+var scratchPools [11]sync.Pool
+
+func getScratch(n int) *scratch {
+	size := n
+	if k := bits.Len(uint(max(n, 4) - 1)); k < len(scratchPools) {
+		if s, ok := scratchPools[k].Get().(*scratch); ok {
+			s.states = s.states[:n]
+			return s
+		}
+		size = 1 << k
+	}
+	return &scratch{states: make([]nodeState, n, size), ready: make([]int32, 0, size), wake: make(chan struct{}, 1)}
+}
+
+// release gives e's scratch back unless a node may still touch it. mu is
+// held and the run has reported.
+func (e *exec) release() {
+	s := e.scratch
+	e.scratch, e.states, e.ready, e.head = nil, nil, nil, 0
+	if s == nil || e.abandoned || cap(s.states) < 4 {
+		return
+	}
+	k := bits.Len(uint(cap(s.states) - 1))
+	if k >= len(scratchPools) || cap(s.states) != 1<<k {
+		return
+	}
+	clear(s.states) // holds the run's messages
+	s.ready = s.ready[:0]
+	scratchPools[k].Put(s)
 }
 
 func (e *exec) emit(typ string, node string, f func(*Event)) {
@@ -185,6 +230,7 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	}
 	e.closed = true
 	e.finish(res)
+	e.release()
 	res.FinishedAt = time.Now()
 	e.emit(EventRunFinished, "", func(ev *Event) {
 		ev.Status = string(res.Status)
@@ -298,6 +344,7 @@ func (e *exec) interrupt() {
 			}
 			e.running = 0
 			e.closed = true // what the abandoned nodes report later is dropped
+			e.abandoned = true
 		}
 	}
 }

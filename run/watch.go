@@ -295,6 +295,7 @@ func (w *watch) check(e *exec) int64 {
 			due += int64(e.r.grace)
 			if now >= due {
 				a.abandoned = true
+				e.abandoned = true
 				n := a.call.Node
 				abandoned = append(abandoned, completion{idx: n.Index, gen: a.gen, attempts: a.call.Attempt,
 					err: &TimeoutError{Node: n.Name, After: n.Timeout, Abandoned: true}})
