@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/babelagent/babel/secrets"
 )
@@ -30,24 +31,55 @@ func WithCall(ctx context.Context, cc *CallContext) context.Context {
 
 // CallScope is a context carrying one CallContext: what WithCall returns,
 // made in place, so that the kernel allocates it with the call it belongs
-// to. Bind each CallScope once.
+// to. Bind (or BindFrom) each CallScope once.
 type CallScope struct {
 	context.Context
-	cc CallContext
+	src CallSource                  // makes cc when it is first asked for
+	cc  atomic.Pointer[CallContext] // nil until then
+}
+
+// CallSource makes the CallContext of a call. The kernel binds a call's
+// scope to it, so that a call whose agent never looks at its CallContext
+// (most pure-compute agents) costs none. Goroutines of the call that look
+// at the same moment may each ask; one answer is kept. CallContext must
+// give the same answer each time.
+type CallSource interface {
+	CallContext() CallContext
 }
 
 // Bind makes s carry a copy of cc over parent and returns it.
 func (s *CallScope) Bind(parent context.Context, cc *CallContext) context.Context {
-	s.Context, s.cc = parent, *cc
-	s.cc.hasInfo = true
+	c := *cc
+	c.hasInfo = true
+	s.Context = parent
+	s.cc.Store(&c)
+	return s
+}
+
+// BindFrom makes s carry over parent the CallContext src makes, which it
+// asks for once, when the call first looks, and returns it.
+func (s *CallScope) BindFrom(parent context.Context, src CallSource) context.Context {
+	s.Context, s.src = parent, src
 	return s
 }
 
 func (s *CallScope) Value(key any) any {
 	if key == (callCtxKey{}) {
-		return &s.cc
+		return s.callContext()
 	}
 	return s.Context.Value(key)
+}
+
+func (s *CallScope) callContext() *CallContext {
+	if c := s.cc.Load(); c != nil {
+		return c
+	}
+	c := s.src.CallContext()
+	c.hasInfo = true
+	if s.cc.CompareAndSwap(nil, &c) {
+		return &c
+	}
+	return s.cc.Load()
 }
 
 func (s *CallScope) String() string { return "agent.WithCall" }
@@ -63,7 +95,9 @@ func derive(ctx context.Context, f func(*CallContext)) context.Context {
 		n = *c
 	}
 	f(&n)
-	return &CallScope{Context: ctx, cc: n}
+	s := &CallScope{Context: ctx}
+	s.cc.Store(&n)
+	return s
 }
 
 // Secrets is the set of secrets one call may use: exactly those its node

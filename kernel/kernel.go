@@ -188,7 +188,25 @@ type Call struct {
 	// again.
 	InputRedacted bool
 
-	scope agent.CallScope // the agent's context, made with the Call
+	scope   agent.CallScope // the agent's context, made with the Call
+	secrets *agent.Secrets  // the call's, if its node declares any
+	tools   *toolset        // the call's, if its node has tools
+}
+
+// CallContext is what the agent of c sees of its call: who and what it is,
+// the secrets it may use (none unless its node declares some), what it may
+// spend and the tools it may call.
+func (c *Call) CallContext() agent.CallContext {
+	n := c.Node
+	cc := agent.CallContext{
+		Info:    agent.CallInfo{RunID: c.Run.ID, Node: n.Name, Principal: c.Run.Principal, Attempt: c.Attempt, Effects: n.Card.Effects},
+		Meter:   c.Run.Budget,
+		Secrets: c.secrets,
+	}
+	if c.tools != nil {
+		cc.Tools = c.tools
+	}
+	return cc
 }
 
 // KindNodeCall is the single audit record of a call with no consequential
@@ -264,10 +282,6 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 		}
 	}
 
-	cc := agent.CallContext{
-		Info:  agent.CallInfo{RunID: c.Run.ID, Node: n.Name, Principal: c.Run.Principal, Attempt: c.Attempt, Effects: n.Card.Effects},
-		Meter: c.Run.Budget, // no Secrets: a call sees none unless it declares some
-	}
 	if len(n.Card.Secrets) > 0 {
 		if k.opts.Secrets == nil {
 			return k.outcome(ctx, c, args, agent.Message{}, &DeniedError{Node: n.Name, Reason: "node declares secrets but no secret source is configured"})
@@ -281,25 +295,24 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 			r.Secret = name
 			k.record(ctx, r)
 		}
-		cc.Secrets = ss
+		c.secrets = ss
 	}
-	var ts *toolset
 	if len(n.Tools) > 0 {
-		ts = &toolset{k: k, call: c}
-		ts.labels.Store(uint32(c.Input.Labels))
-		cc.Tools = ts
+		c.tools = &toolset{k: k, call: c}
+		c.tools.labels.Store(uint32(c.Input.Labels))
 	}
 	// One value for the whole call: nothing of the caller's call (an LLM's
-	// secrets or tools, for a tool it calls) shows through.
-	cctx := c.scope.Bind(ctx, &cc)
+	// secrets or tools, for a tool it calls) shows through. It is made
+	// when the agent first looks (Call.CallContext).
+	cctx := c.scope.BindFrom(ctx, c)
 
 	out, err = k.execute(cctx, n, c.Input)
 	if err != nil {
 		return k.outcome(ctx, c, args, agent.Message{}, k.redactErr(err))
 	}
 	labels := c.Input.Labels.Union(out.Labels)
-	if ts != nil {
-		labels = labels.Union(agent.Labels(ts.labels.Load()))
+	if c.tools != nil {
+		labels = labels.Union(agent.Labels(c.tools.labels.Load()))
 	}
 	if n.Card.ReadsOutside && !n.Trusted {
 		labels = labels.With(agent.Untrusted)

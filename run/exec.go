@@ -40,6 +40,7 @@ type completion struct {
 	attempts int
 	warnings []string
 	dur      time.Duration
+	ended    int64 // mono, when the node's goroutine was done with it
 }
 
 // exec is one run in progress. Its state is guarded by mu: a node's
@@ -396,8 +397,11 @@ func (e *exec) start(i int, in agent.Message, clean bool) {
 // nodeGoroutine runs a node, then whichever successor it made ready, and so
 // on down the chain. It reports whether it left the run idle.
 func (e *exec) nodeGoroutine(l launch) (idle bool) {
+	var now int64 // the clock when the last node ended, 0 before the first
 	for {
-		next, ok, idle := e.deliver(e.runNode(l), true)
+		c := e.runNode(l, now)
+		now = c.ended
+		next, ok, idle := e.deliver(c, true)
 		if !ok {
 			return idle
 		}
@@ -406,17 +410,22 @@ func (e *exec) nodeGoroutine(l launch) (idle bool) {
 }
 
 // runNode executes one node: attempts, retries with backoff, its gate, and
-// returns how it ended.
-func (e *exec) runNode(l launch) (c completion) {
+// returns how it ended. now is the clock when the goroutine's last node
+// ended, or 0.
+func (e *exec) runNode(l launch, now int64) (c completion) {
 	i, gen, in := l.i, l.gen, l.in
 	n := e.g.Nodes[i]
 	c = completion{idx: i, gen: gen}
-	if !e.r.sem.acquire(e.rc) {
-		c.err = e.rc.cause()
-		return
+	if !e.r.sem.tryAcquire() {
+		now = 0 // waited for a slot, maybe
+		if !e.r.sem.acquire(e.rc) {
+			c.err = e.rc.cause()
+			return
+		}
 	}
 	defer e.r.sem.release()
 	if n.Sem != nil {
+		now = 0
 		select {
 		case n.Sem <- struct{}{}:
 			defer func() { <-n.Sem }()
@@ -426,9 +435,15 @@ func (e *exec) runNode(l launch) (c completion) {
 		}
 	}
 	// The node's time, and its first attempt's deadline, count from here:
-	// waiting for a concurrency slot is not the node's.
-	began := mono()
-	defer func() { c.dur = time.Duration(mono() - began) }()
+	// waiting for a concurrency slot is not the node's. A node that had
+	// not to wait, run by the goroutine that just ran another, starts at
+	// the other's end: the clock is read once a node, and the scheduling
+	// between the two (well under a microsecond) is counted to this one.
+	began := now
+	if began == 0 {
+		began = mono()
+	}
+	defer func() { c.ended = mono(); c.dur = time.Duration(c.ended - began) }()
 	gateTries := 0
 	for attempt := 1; ; attempt++ {
 		c.attempts = attempt
@@ -509,7 +524,7 @@ func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, clean bool, att
 		// The run's deadline comes first, and the coordinator enforces it.
 		return e.r.k.Invoke(e.ctx, &kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt})
 	}
-	actx := e.watch.begin(e, gen, now, kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt})
+	actx := e.watch.begin(e, n, gen, attempt, now, in, clean)
 	out, err := e.r.k.Invoke(actx, &actx.call)
 	if expired := e.watch.end(e, actx); err != nil && expired && e.rc.Err() == nil {
 		err = &TimeoutError{Node: n.Name, After: n.Timeout}

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/babelagent/babel/agent"
+	"github.com/babelagent/babel/graph"
 	"github.com/babelagent/babel/kernel"
 )
 
@@ -40,16 +42,14 @@ func (c *runCtx) cause() error { return context.Cause(c.Context) }
 // and the Runner's keeper enforces the deadline, so an attempt has no timer
 // of its own. It takes no lock unless an agent waits on it.
 type attemptCtx struct {
-	call   kernel.Call // the attempt's, allocated with it
-	run    *runCtx
-	parent context.Context // run, as the tracer may have wrapped it
+	call   kernel.Call     // the attempt's, allocated with it
+	parent context.Context // the run's, as the tracer may have wrapped it
 	due    int64           // the deadline, mono
-	gen    int
 
 	inner atomic.Pointer[innerCtx] // nil until Done or a derived context needs it
-	mu    sync.Mutex               // serializes making inner
 	// expired: the deadline cut the attempt off; ended: the agent returned.
 	expired, ended atomic.Bool
+	gen            int32
 	abandoned      bool // guarded by the run's mu
 }
 
@@ -74,7 +74,7 @@ func (c *attemptCtx) Err() error {
 	if c.ended.Load() {
 		return context.Canceled
 	}
-	return c.run.Err()
+	return c.parent.Err()
 }
 
 func (c *attemptCtx) Value(key any) any {
@@ -93,14 +93,12 @@ func (c *attemptCtx) materialize() *innerCtx {
 	if in := c.inner.Load(); in != nil {
 		return in
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if in := c.inner.Load(); in != nil {
-		return in
-	}
 	ctx, cancel := context.WithCancelCause(c.parent)
 	in := &innerCtx{ctx: ctx, cancel: cancel}
-	c.inner.Store(in)
+	if !c.inner.CompareAndSwap(nil, in) {
+		cancel(context.Canceled) // another made it first: detach this one
+		return c.inner.Load()
+	}
 	switch {
 	case c.expired.Load():
 		cancel(context.DeadlineExceeded)
@@ -228,11 +226,12 @@ func (w *watch) start(e *exec, now int64) {
 	e.r.keeper.lower(at)
 }
 
-// begin makes the context of an attempt at call, and publishes it for the
-// keeper.
-func (w *watch) begin(e *exec, gen int, now int64, call kernel.Call) *attemptCtx {
+// begin makes the context of an attempt at node n on in, with its kernel
+// call, and publishes it for the keeper. clean says in is made of kernel
+// outputs as they are.
+func (w *watch) begin(e *exec, n *graph.Node, gen, attempt int, now int64, in agent.Message, clean bool) *attemptCtx {
 	var a *attemptCtx
-	if i := call.Node.Index; gen == 1 && call.Attempt == 1 {
+	if i := n.Index; gen == 1 && attempt == 1 {
 		// A node's first attempt in a run is made once: its context comes
 		// with the run's (exec.firsts). Any later attempt gets one of its
 		// own, so that what an earlier one left running never sees a
@@ -241,9 +240,10 @@ func (w *watch) begin(e *exec, gen int, now int64, call kernel.Call) *attemptCtx
 	} else {
 		a = new(attemptCtx)
 	}
-	a.call = call
-	a.run, a.parent, a.due, a.gen = e.rc, e.ctx, now+int64(call.Node.Timeout), gen
-	e.states[call.Node.Index].attempt.Store(a)
+	a.call.Run, a.call.Node, a.call.Attempt = e.kr, n, attempt
+	a.call.Input, a.call.InputRedacted = in, clean
+	a.parent, a.due, a.gen = e.ctx, now+int64(n.Timeout), int32(gen)
+	e.states[n.Index].attempt.Store(a)
 	return a
 }
 
@@ -297,7 +297,7 @@ func (w *watch) check(e *exec) int64 {
 				a.abandoned = true
 				e.abandoned = true
 				n := a.call.Node
-				abandoned = append(abandoned, completion{idx: n.Index, gen: a.gen, attempts: a.call.Attempt,
+				abandoned = append(abandoned, completion{idx: n.Index, gen: int(a.gen), attempts: a.call.Attempt,
 					err: &TimeoutError{Node: n.Name, After: n.Timeout, Abandoned: true}})
 				continue
 			}
