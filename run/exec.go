@@ -147,10 +147,13 @@ func getScratch(n int) *scratch {
 // held and the run has reported.
 func (e *exec) release() {
 	s := e.scratch
-	e.scratch, e.states, e.ready, e.head = nil, nil, nil, 0
+	e.scratch = nil
 	if s == nil || e.abandoned || cap(s.states) < 4 {
+		// An abandoned node's goroutine still reads states when its agent
+		// returns (watch.end): they stay as they are.
 		return
 	}
+	e.states, e.ready, e.head = nil, nil, 0
 	k := bits.Len(uint(cap(s.states) - 1))
 	if k >= len(scratchPools) || cap(s.states) != 1<<k {
 		return
