@@ -212,11 +212,15 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 
 	pdone := parent.Done()
 	for busy {
-		select {
-		case <-e.wake:
-		case <-pdone:
-			pdone = nil
-			e.stop(context.Cause(parent)) // the context package does too, maybe a moment later
+		if pdone == nil { // a caller's context that is never done: no select
+			<-e.wake
+		} else {
+			select {
+			case <-e.wake:
+			case <-pdone:
+				pdone = nil
+				e.stop(context.Cause(parent)) // the context package does too, maybe a moment later
+			}
 		}
 		if e.rc.Context.Err() != nil {
 			e.interrupt()

@@ -238,7 +238,7 @@ func (n needle) index(s string, from int) int {
 // whether anything was replaced.
 func (r *Redactor) redact(s string) (string, bool) {
 	var spans []span
-	if r != nil {
+	if r != nil && len(s) >= MinRegisterLen { // no needle is shorter
 		if p := r.needles.Load(); p != nil {
 			for _, n := range *p {
 				for i := n.index(s, 0); i >= 0; i = n.index(s, i+1) {
@@ -292,6 +292,9 @@ func (r *Redactor) redact(s string) (string, bool) {
 //	basic credentials   \bBasic\s+([A-Za-z0-9+/]{4,}={0,2})   decoding to user:password
 //	url password        scheme://user:(password)@
 func scanPatterns(s string, spans []span) []span {
+	if len(s) <= shortText && !hasTrigger(s) {
+		return spans // a walk over a few bytes beats eight scans of them
+	}
 	add := func(lo, hi int) { spans = append(spans, span{lo, hi}) }
 	for i := indexFrom(s, 0, '-'); i >= 0; i = indexFrom(s, i+1, '-') {
 		if i >= 2 && s[i-2:i] == "sk" && boundaryBefore(s, i-2) {
@@ -522,6 +525,29 @@ func isTokenByte(c byte) bool {
 }
 func isHeaderValueByte(c byte) bool {
 	return !isSpace(c) && strings.IndexByte(`"'\,;[]{}`, c) < 0
+}
+
+// shortText is the length up to which scanPatterns first looks for a
+// trigger byte one byte at a time.
+const shortText = 64
+
+// triggers are the bytes scanPatterns finds every shape from: text without
+// any of them holds no shape. A new shape found from another byte must be
+// added here (the oracle test checks short text too).
+var triggers = func() (t [256]bool) {
+	for _, c := range []byte("-_AzZJB@") {
+		t[c] = true
+	}
+	return t
+}()
+
+func hasTrigger(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if triggers[s[i]] {
+			return true
+		}
+	}
+	return false
 }
 
 func indexFrom(s string, from int, c byte) int {
