@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -391,25 +392,31 @@ func (k *Kernel) redactMessage(m agent.Message, c *Call) agent.Message {
 	// redacted before it was.
 	clean := c.InputRedacted && k.opts.Redactor.Generation() == c.Run.redactGen
 	var parts []agent.Part
-	for i, p := range m.Parts {
-		q := p
+	for i := range m.Parts {
+		p := &m.Parts[i]
 		switch p.Kind {
 		case agent.PartText:
-			if !clean || !sameText(p.Text, c.Input) {
-				q.Text = k.opts.Redactor.Redact(p.Text)
+			if clean && sameText(p.Text, c.Input) {
+				continue
+			}
+			if t := k.opts.Redactor.Redact(p.Text); t != p.Text {
+				if parts == nil {
+					parts = slices.Clone(m.Parts)
+				}
+				parts[i].Text = t
 			}
 		case agent.PartData:
 			// Bytes can change in place, strings cannot: only a node
 			// holding no secret may hand back its input's bytes unscanned.
-			if !clean || len(c.Node.Card.Secrets) > 0 || !sameData(p.Data, c.Input) {
-				q.Data = k.opts.Redactor.RedactJSON(p.Data)
+			if clean && len(c.Node.Card.Secrets) == 0 && sameData(p.Data, c.Input) {
+				continue
 			}
-		}
-		if q.Text != p.Text || string(q.Data) != string(p.Data) {
-			if parts == nil {
-				parts = append([]agent.Part(nil), m.Parts...)
+			if d := k.opts.Redactor.RedactJSON(p.Data); string(d) != string(p.Data) {
+				if parts == nil {
+					parts = slices.Clone(m.Parts)
+				}
+				parts[i].Data = d
 			}
-			parts[i] = q
 		}
 	}
 	if parts != nil {

@@ -396,7 +396,9 @@ func (e *exec) start(i int, in agent.Message, clean bool) {
 	st.status = NodeRunning
 	st.gen++
 	e.running++
-	e.emit(EventNodeStarted, e.g.Nodes[i].Name, nil)
+	if e.onEvent != nil {
+		e.emit(EventNodeStarted, e.g.Nodes[i].Name, nil)
+	}
 	st.in, st.clean = in, clean
 	e.ready = append(e.ready, int32(i))
 }
@@ -420,9 +422,8 @@ func (e *exec) nodeGoroutine(l launch) (idle bool) {
 // returns how it ended. now is the clock when the goroutine's last node
 // ended, or 0.
 func (e *exec) runNode(l launch, now int64) (c completion) {
-	i, gen, in := l.i, l.gen, l.in
-	n := e.g.Nodes[i]
-	c = completion{idx: i, gen: gen}
+	n := e.g.Nodes[l.i]
+	c = completion{idx: l.i, gen: l.gen}
 	if !e.r.sem.tryAcquire() {
 		now = 0 // waited for a slot, maybe
 		if !e.r.sem.acquire(e.rc) {
@@ -430,13 +431,12 @@ func (e *exec) runNode(l launch, now int64) (c completion) {
 			return
 		}
 	}
-	defer e.r.sem.release()
 	if n.Sem != nil {
 		now = 0
 		select {
 		case n.Sem <- struct{}{}:
-			defer func() { <-n.Sem }()
 		case <-e.rc.Done():
+			e.r.sem.release()
 			c.err = e.rc.cause()
 			return
 		}
@@ -450,7 +450,20 @@ func (e *exec) runNode(l launch, now int64) (c completion) {
 	if began == 0 {
 		began = mono()
 	}
-	defer func() { c.ended = mono(); c.dur = time.Duration(c.ended - began) }()
+	e.attempts(n, l, began, &c)
+	c.ended = mono()
+	c.dur = time.Duration(c.ended - began)
+	if n.Sem != nil {
+		<-n.Sem
+	}
+	e.r.sem.release()
+	return c
+}
+
+// attempts makes node n's attempts, from began, and its gate's checks,
+// until one is good or none is left; it records how they went in c.
+func (e *exec) attempts(n *graph.Node, l launch, began int64, c *completion) {
+	gen, in := l.gen, l.in
 	gateTries := 0
 	for attempt := 1; ; attempt++ {
 		c.attempts = attempt
@@ -568,9 +581,11 @@ func (e *exec) complete(c completion) {
 		return
 	}
 	st.status, st.out = NodeSucceeded, c.out
-	e.emit(EventNodeFinished, n.Name, func(ev *Event) {
-		ev.Attempt, ev.DurationMS, ev.Status = st.attempts, ms(st.dur), string(NodeSucceeded)
-	})
+	if e.onEvent != nil {
+		e.emit(EventNodeFinished, n.Name, func(ev *Event) {
+			ev.Attempt, ev.DurationMS, ev.Status = st.attempts, ms(st.dur), string(NodeSucceeded)
+		})
+	}
 	if n.Loop != nil && e.again(c.idx) {
 		return
 	}
