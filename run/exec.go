@@ -49,8 +49,7 @@ type completion struct {
 // the caller's goroutine only waits for the run to go idle, its deadline or
 // its cancellation.
 type exec struct {
-	krv    kernel.Run    // kr, unless the run is resumed
-	budget kernel.Budget // kr's, for a root run
+	sh *shared // what outlives the run
 
 	r          *Runner
 	prev, next *exec // in r's runs in flight, under r.mu
@@ -74,8 +73,10 @@ type exec struct {
 	// abandoned: a node was left running when it ignored its context; it
 	// may still touch states, so they are not reused.
 	abandoned bool
-	rcv       runCtx
-	rc        *runCtx                 // the run's context: its cancellation and deadline
+	// left: the run left its Runner while the keeper was not looking
+	// through the runs (so it holds no pointer to e).
+	left      bool
+	rc        *runCtx                 // the run's context (sh.rcv): its cancellation and deadline
 	ctx       context.Context         // rc, as the tracer may have wrapped it for the nodes
 	cancel    context.CancelCauseFunc // rc's; call stop instead
 	running   int
@@ -84,6 +85,41 @@ type exec struct {
 	// outcome so far
 	status  Status
 	failErr error
+}
+
+// shared is what a run's kernel calls and its agents' contexts point to,
+// which may outlive the run (an agent may keep its context after its call
+// returns, and ask it for its call's details): one allocation per run.
+// The rest of exec is reused by later runs (execs).
+type shared struct {
+	krv    kernel.Run    // kr, unless the run is resumed
+	budget kernel.Budget // kr's, for a root run
+	rcv    runCtx
+	id     [2 * idBytes]byte // krv.ID's bytes, when the run made its own
+}
+
+// execs holds finished runs' execs for reuse. A run that abandoned a node,
+// or whose helper may still be on its way, or that the Runner's keeper
+// may still be looking at, is not put back: something may still touch it.
+var execs sync.Pool
+
+func newExec() *exec {
+	if e, ok := execs.Get().(*exec); ok {
+		return e
+	}
+	return new(exec)
+}
+
+// recycle puts e back into execs if nothing can touch it any more; the
+// run has reported and left its Runner.
+func (e *exec) recycle() {
+	e.mu.Lock()
+	ok := !e.abandoned && !e.helping && e.left
+	e.mu.Unlock()
+	if ok {
+		*e = exec{}
+		execs.Put(e)
+	}
 }
 
 // firstsChunk is how many first-attempt contexts share an allocation.
@@ -182,8 +218,8 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 		dl = pd
 	}
 	cctx, cancel := context.WithCancelCause(parent)
-	e.rcv = runCtx{Context: cctx, deadline: dl}
-	e.rc = &e.rcv
+	e.sh.rcv = runCtx{Context: cctx, deadline: dl}
+	e.rc = &e.sh.rcv
 	e.ctx, e.cancel = e.rc, cancel
 	defer e.cancel(nil)
 	e.r.enter(e)
@@ -275,16 +311,20 @@ func (e *exec) launch(inline bool) (first launch, keep, help, idle bool) {
 }
 
 // help runs on a worker from the pool: it takes a waiting node, if one is
-// left, and goes on down the queue. It reports whether it left the run
-// idle: its caller then wakes the run's caller (signal), as the last thing
-// before it parks.
-func (e *exec) help() (idle bool) {
+// left, and goes on down the queue. If it left the run idle, it returns
+// the channel to wake the run's caller with: its caller sends on it as the
+// last thing before it parks, without touching e again (which, once the
+// caller is done, may be another run's).
+func (e *exec) help() (wake chan struct{}) {
 	e.mu.Lock()
 	e.helping = false
 	var l launch
-	ok, help := false, false
+	ok, help, idle := false, false, false
 	if !e.closed {
 		l, ok, help, idle = e.launch(true)
+	}
+	if idle {
+		wake = e.wake
 	}
 	e.mu.Unlock()
 	if help {
@@ -293,16 +333,19 @@ func (e *exec) help() (idle bool) {
 	if ok {
 		return e.nodeGoroutine(l)
 	}
-	return idle
+	return wake
 }
 
-// signal wakes the run's caller, if it is not already awake.
-func (e *exec) signal() {
+// wakeUp wakes the caller waiting on wake, if it is not already awake.
+func wakeUp(wake chan struct{}) {
 	select {
-	case e.wake <- struct{}{}:
+	case wake <- struct{}{}:
 	default:
 	}
 }
+
+// signal wakes the run's caller, if it is not already awake.
+func (e *exec) signal() { wakeUp(e.wake) }
 
 // stop cancels the run's context with cause and wakes its caller.
 func (e *exec) stop(cause error) {
@@ -312,20 +355,24 @@ func (e *exec) stop(cause error) {
 
 // deliver applies a node's completion and starts what became ready; with
 // inline, it hands the calling goroutine one ready node to run next.
-// It reports whether the run is idle: nothing running, nothing to run.
-func (e *exec) deliver(c completion, inline bool) (next launch, ok, idle bool) {
+// If that left the run idle (nothing running, nothing to run), it returns
+// the channel to wake the run's caller with (see help).
+func (e *exec) deliver(c completion, inline bool) (next launch, ok bool, wake chan struct{}) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return launch{}, false, false
+		return launch{}, false, nil
 	}
 	e.complete(c)
 	next, ok, help, idle := e.launch(inline)
+	if idle {
+		wake = e.wake
+	}
 	e.mu.Unlock()
 	if help {
 		workers.run(e)
 	}
-	return next, ok, idle
+	return next, ok, wake
 }
 
 // interrupt handles the run's context ending: deadline, cancel, fail-fast
@@ -404,15 +451,16 @@ func (e *exec) start(i int, in agent.Message, clean bool) {
 }
 
 // nodeGoroutine runs a node, then whichever successor it made ready, and so
-// on down the chain. It reports whether it left the run idle.
-func (e *exec) nodeGoroutine(l launch) (idle bool) {
+// on down the chain. If it left the run idle, it returns the channel to
+// wake the run's caller with (see help).
+func (e *exec) nodeGoroutine(l launch) (wake chan struct{}) {
 	var now int64 // the clock when the last node ended, 0 before the first
 	for {
 		c := e.runNode(l, now)
 		now = c.ended
-		next, ok, idle := e.deliver(c, true)
+		next, ok, wake := e.deliver(c, true)
 		if !ok {
-			return idle
+			return wake
 		}
 		l = next
 	}

@@ -53,7 +53,7 @@ func (p *workerPool) run(e *exec) {
 func (p *workerPool) work(w *worker, e *exec) {
 	growStack(0)
 	for {
-		idle := e.help()
+		wake := e.help()
 		p.mu.Lock()
 		full := len(p.idle) >= maxIdleWorkers
 		if !full {
@@ -65,10 +65,10 @@ func (p *workerPool) work(w *worker, e *exec) {
 			}
 		}
 		p.mu.Unlock()
-		if idle {
+		if wake != nil {
 			// The run's caller waits for this: woken last, it finds the
 			// processor free as soon as this worker parks.
-			e.signal()
+			wakeUp(wake)
 		}
 		e = nil // hold nothing of the run while parked
 		if full {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/graph"
@@ -64,7 +65,10 @@ type Runner struct {
 	mu      sync.Mutex
 	active  *exec // the runs in flight, linked through exec.prev and exec.next
 	nactive int
-	keeper  keeper // the deadlines of the active runs
+	// scanning counts the keeper's passes over the runs in flight under
+	// way: a run that leaves meanwhile may still be looked at.
+	scanning int
+	keeper   keeper // the deadlines of the active runs
 }
 
 // NewRunner returns a Runner, or an error if a limit exceeds its ceiling.
@@ -150,6 +154,10 @@ func (r *Runner) enter(e *exec) {
 // leave takes e off the runs in flight.
 func (r *Runner) leave(e *exec) {
 	r.mu.Lock()
+	left := r.scanning == 0
+	e.mu.Lock()
+	e.left = left
+	e.mu.Unlock()
 	if e.prev != nil {
 		e.prev.next = e.next
 	} else {
@@ -190,17 +198,22 @@ type Request struct {
 
 // NewID returns a fresh random run id.
 func NewID() string {
+	var h [2 * idBytes]byte
+	newID(&h)
+	return string(h[:])
+}
+
+// newID writes a fresh random run id to h, in hex.
+func newID(h *[2 * idBytes]byte) {
 	p := idRand.Get().(*randBuf)
 	if p.off+idBytes > len(p.b) {
 		_, _ = rand.Read(p.b[:])
 		p.off = 0
 	}
-	var h [2 * idBytes]byte
 	hex.Encode(h[:], p.b[p.off:p.off+idBytes])
 	clear(p.b[p.off : p.off+idBytes]) // each random byte serves one id
 	p.off += idBytes
 	idRand.Put(p)
-	return string(h[:])
 }
 
 const idBytes = 12
@@ -231,11 +244,13 @@ func (r *Runner) Run(ctx context.Context, req *Request) *Result {
 	tokens := lower(int64(r.limits.MaxTokens), int64(g.Limits.MaxTokens))
 
 	// The run's scheduler state, kernel view and budget in one allocation.
-	e := &exec{}
-	kr := &e.krv
+	e, sh := newExec(), new(shared)
+	e.sh = sh
+	kr := &sh.krv
 	kr.ID, kr.Graph, kr.Principal, kr.UntrustedCaller = req.RunID, g.Name, req.Principal, req.Input.Labels.Has(agent.Untrusted)
 	if kr.ID == "" {
-		kr.ID = NewID()
+		newID(&sh.id)
+		kr.ID = unsafe.String(&sh.id[0], len(sh.id)) // sh.id is never written again
 	}
 	kr.RootID = kr.ID
 	if p := req.Parent; p != nil {
@@ -246,7 +261,7 @@ func (r *Runner) Run(ctx context.Context, req *Request) *Result {
 				Error: fmt.Sprintf("limit exceeded: delegation depth (max %d)", MaxDelegationDepth), StartedAt: now, FinishedAt: now}
 		}
 	} else {
-		b := &e.budget
+		b := &sh.budget
 		b.MaxSteps, b.MaxTokens = steps, tokens
 		b.MaxCostMicros, b.Prices = int64(r.limits.MaxCostUSD*1e6), r.prices
 		b.MaxEgressBytes = r.limits.MaxEgressBytes
@@ -259,7 +274,9 @@ func (r *Runner) Run(ctx context.Context, req *Request) *Result {
 		return &Result{RunID: kr.ID, Graph: g.Name, Principal: kr.Principal, Status: StatusDenied,
 			Error: "the kill switch is engaged: no new runs", StartedAt: now, FinishedAt: now}
 	}
-	return e.run(ctx, deadline, req.Input)
+	res := e.run(ctx, deadline, req.Input)
+	e.recycle()
+	return res
 }
 
 // errDeadline and errFailed are the causes a run's context is cancelled with.

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -92,5 +93,73 @@ func TestAbandonedRunKeepsItsScratch(t *testing.T) {
 	}
 	if !reused {
 		t.Fatal("a finished run's scratch never came back from the pool")
+	}
+}
+
+// sometimesStuck ignores its context for a while when its input says so.
+type sometimesStuck struct{}
+
+func (sometimesStuck) Card() agent.Card { return agent.Card{Name: "test:sometimes", Kind: "fn"} }
+func (sometimesStuck) Run(_ context.Context, in agent.Message) (agent.Message, error) {
+	if len(in.Parts) > 0 && len(in.Parts[0].Text) > 0 && in.Parts[0].Text[0] == '!' {
+		time.Sleep(40 * time.Millisecond) // past its timeout and the grace period
+	}
+	return in, nil
+}
+
+// Runs that reuse earlier runs' execs and node states, side by side with
+// runs that abandon a node and with the Runner's keeper looking through the
+// runs in flight, each report their own input, id and trace (run with
+// -race: a run touching another's state shows up there too).
+func TestReusedRunStateStaysApart(t *testing.T) {
+	g, err := graph.New("reuse").
+		Add("a", sometimesStuck{}, graph.Timeout(5*time.Millisecond)).
+		Add("b", sometimesStuck{}, graph.Timeout(5*time.Millisecond)).
+		Add("c", sometimesStuck{}, graph.Timeout(5*time.Millisecond)).
+		Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRunner(&Config{Grace: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, runs = 8, 150
+	errs := make(chan error, workers)
+	ids := make(chan string, workers*runs)
+	for w := range workers {
+		go func() {
+			for i := range runs {
+				in := fmt.Sprintf("w%d-%d", w, i)
+				stuck := i%50 == 7
+				if stuck {
+					in = "!" + in
+				}
+				res := r.Run(context.Background(), &Request{Graph: g, Input: agent.Text(in)})
+				ids <- res.RunID
+				switch {
+				case stuck && (res.Status != StatusFailed || res.Trace[0].Status != NodeFailed):
+					errs <- fmt.Errorf("%s: run %s, first node %s; want it timed out", in, res.Status, res.Trace[0].Status)
+					return
+				case !stuck && (res.Status != StatusSucceeded || res.Output.Text() != in || len(res.Trace) != 3):
+					errs <- fmt.Errorf("%s: run %s with output %q and %d trace lines (%s)", in, res.Status, res.Output.Text(), len(res.Trace), res.Error)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(ids)
+	seen := map[string]bool{}
+	for id := range ids {
+		if seen[id] {
+			t.Fatalf("run id %s reported twice", id)
+		}
+		seen[id] = true
 	}
 }

@@ -177,6 +177,7 @@ func (k *keeper) fire() {
 	for e := k.r.active; e != nil; e = e.next {
 		runs = append(runs, e)
 	}
+	k.r.scanning++
 	k.r.mu.Unlock()
 	var next int64
 	for _, e := range runs {
@@ -184,6 +185,9 @@ func (k *keeper) fire() {
 			next = at
 		}
 	}
+	k.r.mu.Lock()
+	k.r.scanning--
+	k.r.mu.Unlock()
 	if next != 0 {
 		k.lower(next)
 	}
@@ -312,8 +316,8 @@ func (w *watch) check(e *exec) int64 {
 		a.expire()
 	}
 	for _, c := range abandoned {
-		if _, _, idle := e.deliver(c, false); idle {
-			e.signal()
+		if _, _, wake := e.deliver(c, false); wake != nil {
+			wakeUp(wake)
 		}
 	}
 	return next
