@@ -76,9 +76,8 @@ type exec struct {
 	// left: the run left its Runner while the keeper was not looking
 	// through the runs (so it holds no pointer to e).
 	left      bool
-	rc        *runCtx                 // the run's context (sh.rcv): its cancellation and deadline
-	ctx       context.Context         // rc, as the tracer may have wrapped it for the nodes
-	cancel    context.CancelCauseFunc // rc's; call stop instead
+	rc        *runCtx         // the run's context (sh.rcv): its cancellation and deadline
+	ctx       context.Context // rc, as the tracer may have wrapped it for the nodes
 	running   int
 	resume    map[string]agent.Message
 	approvals []string
@@ -217,11 +216,10 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	if pd, ok := parent.Deadline(); ok && pd.Before(dl) {
 		dl = pd
 	}
-	cctx, cancel := context.WithCancelCause(parent)
-	e.sh.rcv = runCtx{Context: cctx, deadline: dl}
 	e.rc = &e.sh.rcv
-	e.ctx, e.cancel = e.rc, cancel
-	defer e.cancel(nil)
+	e.rc.parent, e.rc.deadline = parent, dl
+	e.ctx = e.rc
+	defer e.rc.release()
 	e.r.enter(e)
 	e.watch.start(e, int64(start.Sub(epoch)))
 	defer e.r.leave(e)
@@ -258,7 +256,7 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 				e.stop(context.Cause(parent)) // the context package does too, maybe a moment later
 			}
 		}
-		if e.rc.Context.Err() != nil {
+		if e.rc.Err() != nil {
 			e.interrupt()
 		}
 		e.mu.Lock()
@@ -349,7 +347,7 @@ func (e *exec) signal() { wakeUp(e.wake) }
 
 // stop cancels the run's context with cause and wakes its caller.
 func (e *exec) stop(cause error) {
-	e.cancel(cause)
+	e.rc.stop(cause)
 	e.signal()
 }
 

@@ -11,29 +11,93 @@ import (
 	"github.com/babelagent/babel/kernel"
 )
 
-// runCtx is a run's context: the caller's, cancelled with a cause (fail
+// runCtx is a run's context: the caller's, stopped with a cause (fail
 // fast, pause, kill, cancel, deadline) and carrying the run's deadline. It
 // has no timer of its own: the Runner's keeper stops the run at the
-// deadline.
+// deadline. Like an attempt's, the cancelable context behind it is made
+// only when something waits on it, derives a context from it or looks up
+// a value through it; until then it is a few words of the run's shared
+// part, and stopping it takes no lock.
 type runCtx struct {
-	context.Context // context.WithCancelCause of the caller's context
-	deadline        time.Time
+	parent   context.Context // the caller's
+	deadline time.Time
+	stopped  atomic.Pointer[error]    // why it was stopped, first cause only
+	inner    atomic.Pointer[innerCtx] // nil until needed
+	mu       sync.Mutex               // serializes making inner
 }
 
 func (c *runCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
+func (c *runCtx) Done() <-chan struct{} { return c.materialize().ctx.Done() }
+
+func (c *runCtx) Value(key any) any { return c.materialize().ctx.Value(key) }
+
 // Err reports DeadlineExceeded once the run's deadline ended it, as a
-// context.WithTimeout would.
+// context.WithTimeout would; Canceled once it was stopped otherwise, and
+// the caller's error once the caller's context ended.
 func (c *runCtx) Err() error {
-	err := c.Context.Err()
-	if err != nil && context.Cause(c.Context) == errDeadline {
-		return context.DeadlineExceeded
+	if p := c.stopped.Load(); p != nil {
+		if *p == errDeadline {
+			return context.DeadlineExceeded
+		}
+		return context.Canceled
 	}
-	return err
+	return c.parent.Err()
 }
 
 // cause is why the run's context ended (nil while it has not).
-func (c *runCtx) cause() error { return context.Cause(c.Context) }
+func (c *runCtx) cause() error {
+	if p := c.stopped.Load(); p != nil {
+		return *p
+	}
+	if c.parent.Err() != nil {
+		return context.Cause(c.parent)
+	}
+	return nil
+}
+
+// stop ends the context with cause, unless it ended already.
+func (c *runCtx) stop(cause error) {
+	if cause == nil {
+		cause = context.Canceled
+	}
+	if !c.stopped.CompareAndSwap(nil, &cause) {
+		return
+	}
+	if in := c.inner.Load(); in != nil {
+		in.cancel(cause)
+	}
+}
+
+// materialize returns the cancelable context behind c, making it on first
+// use: a child of the caller's, cancelled at once if c was stopped. (It is
+// published before the cause is read, and stop sets the cause before it
+// looks for it: one of the two sees the other.)
+func (c *runCtx) materialize() *innerCtx {
+	if in := c.inner.Load(); in != nil {
+		return in
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if in := c.inner.Load(); in != nil {
+		return in
+	}
+	ctx, cancel := context.WithCancelCause(c.parent)
+	in := &innerCtx{ctx: ctx, cancel: cancel}
+	c.inner.Store(in)
+	if p := c.stopped.Load(); p != nil {
+		cancel(*p)
+	}
+	return in
+}
+
+// release lets go of the caller's context: the run is over.
+func (c *runCtx) release() {
+	c.stop(context.Canceled)
+	if in := c.inner.Load(); in != nil {
+		in.cancel(context.Canceled) // no-op if stop cancelled it; detaches it from the caller's
+	}
+}
 
 // attemptCtx is one attempt's context: the run's, with the node's deadline.
 // It costs one allocation, shared with the attempt's kernel call, while
@@ -278,7 +342,7 @@ func (w *watch) check(e *exec) int64 {
 	var expired []*attemptCtx
 	next := min(deadline, now+w.minTimeout)
 	e.mu.Lock()
-	if e.closed || e.rc.Context.Err() != nil { // the coordinator handles the run's end
+	if e.closed || e.rc.Err() != nil { // the coordinator handles the run's end
 		e.mu.Unlock()
 		w.mu.Lock()
 		w.at = 0
