@@ -18,8 +18,13 @@ func TestRunContextActsAsACancelCauseContext(t *testing.T) {
 			caller := context.WithValue(context.Background(), ctxKey{}, "v")
 			c := &runCtx{parent: caller, deadline: time.Now().Add(time.Hour)}
 			var child context.Context
+			derive := func() {
+				var cancel context.CancelFunc
+				child, cancel = context.WithCancel(c)
+				t.Cleanup(cancel)
+			}
 			if when == "before" {
-				child, _ = context.WithCancel(c)
+				derive()
 			}
 			if c.Err() != nil || c.cause() != nil {
 				t.Fatalf("a fresh run context reports %v (cause %v)", c.Err(), c.cause())
@@ -27,7 +32,7 @@ func TestRunContextActsAsACancelCauseContext(t *testing.T) {
 			c.stop(errKilled)
 			c.stop(errFailed) // the first cause stays
 			if when == "after" {
-				child, _ = context.WithCancel(c)
+				derive()
 			}
 			if !errors.Is(c.Err(), context.Canceled) || c.cause() != errKilled {
 				t.Fatalf("stopped: Err %v cause %v, want Canceled and the kill", c.Err(), c.cause())
