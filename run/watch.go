@@ -58,16 +58,35 @@ func (c *runCtx) cause() error {
 
 // stop ends the context with cause, unless it ended already.
 func (c *runCtx) stop(cause error) {
-	if cause == nil {
-		cause = context.Canceled
-	}
-	if !c.stopped.CompareAndSwap(nil, &cause) {
+	if !c.stopped.CompareAndSwap(nil, causeRef(cause)) {
 		return
 	}
 	if in := c.inner.Load(); in != nil {
 		in.cancel(cause)
 	}
 }
+
+// causeRef points at cause: the scheduler's own causes at their
+// variables, so that stopping a run allocates nothing.
+func causeRef(cause error) *error {
+	switch cause {
+	case nil, context.Canceled:
+		return &canceled
+	case errDeadline:
+		return &errDeadline
+	case errFailed:
+		return &errFailed
+	case errPaused:
+		return &errPaused
+	case errKilled:
+		return &errKilled
+	}
+	p := new(error) // not &cause: that would move cause to the heap on every call
+	*p = cause
+	return p
+}
+
+var canceled = context.Canceled
 
 // materialize returns the cancelable context behind c, making it on first
 // use: a child of the caller's, cancelled at once if c was stopped. (It is
