@@ -220,8 +220,9 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	e.rc.parent, e.rc.deadline = parent, dl
 	e.ctx = e.rc
 	defer e.rc.release()
+	at := e.watch.start(e, int64(start.Sub(epoch)))
 	e.r.enter(e)
-	e.watch.start(e, int64(start.Sub(epoch)))
+	e.r.keeper.lower(at) // once the keeper can see the run
 	defer e.r.leave(e)
 	e.kr.Hold(input.Labels)
 	var endSpan func(string)
@@ -273,7 +274,7 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	e.closed = true
 	e.finish(res)
 	e.release()
-	res.FinishedAt = time.Now()
+	res.FinishedAt = start.Add(time.Since(start)) // the monotonic clock alone
 	e.emit(EventRunFinished, "", func(ev *Event) {
 		ev.Status = string(res.Status)
 		ev.Error = res.Error

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 	"unsafe"
@@ -154,10 +155,7 @@ func (r *Runner) enter(e *exec) {
 // leave takes e off the runs in flight.
 func (r *Runner) leave(e *exec) {
 	r.mu.Lock()
-	left := r.scanning == 0
-	e.mu.Lock()
-	e.left = left
-	e.mu.Unlock()
+	e.left = r.scanning == 0 // read by the run's own goroutine only
 	if e.prev != nil {
 		e.prev.next = e.next
 	} else {
@@ -205,27 +203,23 @@ func NewID() string {
 
 // newID writes a fresh random run id to h, in hex.
 func newID(h *[2 * idBytes]byte) {
-	p := idRand.Get().(*randBuf)
-	if p.off+idBytes > len(p.b) {
-		_, _ = rand.Read(p.b[:])
-		p.off = 0
-	}
-	hex.Encode(h[:], p.b[p.off:p.off+idBytes])
-	clear(p.b[p.off : p.off+idBytes]) // each random byte serves one id
-	p.off += idBytes
-	idRand.Put(p)
+	g := idRand.Get().(*mrand.ChaCha8)
+	var b [idBytes]byte
+	_, _ = g.Read(b[:])
+	idRand.Put(g)
+	hex.Encode(h[:], b[:])
 }
 
 const idBytes = 12
 
-// randBuf holds random bytes for run ids, read from crypto/rand a few
-// hundred at a time: one read per id cost more than the rest of a small run.
-type randBuf struct {
-	b   [32 * idBytes]byte
-	off int
-}
-
-var idRand = sync.Pool{New: func() any { return &randBuf{off: 32 * idBytes} }}
+// idRand holds generators of random bytes for run ids: ChaCha8, each seeded
+// from crypto/rand, so ids stay unguessable while costing no system call
+// (one read of crypto/rand per id cost more than the rest of a small run).
+var idRand = sync.Pool{New: func() any {
+	var seed [32]byte
+	_, _ = rand.Read(seed[:])
+	return mrand.NewChaCha8(seed)
+}}
 
 func lower(cur, asked int64) int64 {
 	if asked > 0 && asked < cur {

@@ -228,13 +228,18 @@ type keeper struct {
 	r  *Runner
 	mu sync.Mutex
 	t  *time.Timer
-	at int64 // mono when t fires; 0 while it is not armed
+	at atomic.Int64 // mono when t fires; 0 while it is not armed; set under mu
 }
 
-// lower makes the keeper fire at or before at.
+// lower makes the keeper fire at or before at. A run in flight calls it
+// after it entered its Runner: if the keeper fires meanwhile, it sees the
+// run.
 func (k *keeper) lower(at int64) {
+	if cur := k.at.Load(); cur != 0 && at >= cur {
+		return // armed for no later (the usual case: runs start in order)
+	}
 	k.mu.Lock()
-	if k.at == 0 || at < k.at {
+	if cur := k.at.Load(); cur == 0 || at < cur {
 		k.arm(at)
 	}
 	k.mu.Unlock()
@@ -242,7 +247,7 @@ func (k *keeper) lower(at int64) {
 
 // arm sets the timer for at; k.mu is held.
 func (k *keeper) arm(at int64) {
-	k.at = at
+	k.at.Store(at)
 	d := time.Duration(at - mono())
 	if k.t == nil {
 		k.t = time.AfterFunc(d, k.fire)
@@ -253,7 +258,7 @@ func (k *keeper) arm(at int64) {
 
 func (k *keeper) fire() {
 	k.mu.Lock()
-	k.at = 0 // a run lowering it meanwhile arms it
+	k.at.Store(0) // a run lowering it meanwhile arms it
 	k.mu.Unlock()
 	k.r.mu.Lock()
 	runs := make([]*exec, 0, k.r.nactive)
@@ -294,10 +299,10 @@ type watch struct {
 	at         int64 // when to look again, mono; 0 before start and after the end
 }
 
-// start registers the run with the keeper: at the latest, it looks again
-// when the first attempt could be due.
-func (w *watch) start(e *exec, now int64) {
-	w.mu.Lock()
+// start sets w up for e's run, before the run is in flight (so without
+// w's lock), and returns when the keeper must look at it next: when its
+// first attempt could be due, at the latest.
+func (w *watch) start(e *exec, now int64) (at int64) {
 	w.started = now
 	w.deadline = int64(e.rc.deadline.Sub(epoch))
 	w.minTimeout = int64(e.g.MinTimeout)
@@ -308,9 +313,7 @@ func (w *watch) start(e *exec, now int64) {
 		}
 	}
 	w.at = min(w.deadline, now+w.minTimeout)
-	at := w.at
-	w.mu.Unlock()
-	e.r.keeper.lower(at)
+	return w.at
 }
 
 // begin makes the context of an attempt at node n on in, with its kernel
