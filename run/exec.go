@@ -94,6 +94,7 @@ type shared struct {
 	krv    kernel.Run    // kr, unless the run is resumed
 	budget kernel.Budget // kr's, for a root run
 	rcv    runCtx
+	ctx    context.Context   // rcv, as the tracer may have wrapped it for the nodes
 	id     [2 * idBytes]byte // krv.ID's bytes, when the run made its own
 }
 
@@ -217,7 +218,7 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 		dl = pd
 	}
 	e.rc = &e.sh.rcv
-	e.rc.parent, e.rc.deadline = parent, dl
+	e.rc.parent, e.rc.deadline = parent, int64(dl.Sub(epoch))
 	e.ctx = e.rc
 	defer e.rc.release()
 	at := e.watch.start(e, int64(start.Sub(epoch)))
@@ -227,6 +228,7 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	e.kr.Hold(input.Labels)
 	var endSpan func(string)
 	e.ctx, endSpan = e.r.k.StartRun(e.ctx, e.kr)
+	e.sh.ctx = e.ctx
 	defer func() { endSpan(string(e.status)) }()
 	e.mu.Lock()
 	e.status = StatusRunning

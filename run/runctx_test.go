@@ -16,7 +16,7 @@ func TestRunContextActsAsACancelCauseContext(t *testing.T) {
 	for _, when := range []string{"before", "after", "never"} {
 		t.Run(when, func(t *testing.T) {
 			caller := context.WithValue(context.Background(), ctxKey{}, "v")
-			c := &runCtx{parent: caller, deadline: time.Now().Add(time.Hour)}
+			c := &runCtx{parent: caller, deadline: mono() + int64(time.Hour)}
 			var child context.Context
 			derive := func() {
 				var cancel context.CancelFunc
@@ -58,7 +58,7 @@ func TestRunContextActsAsACancelCauseContext(t *testing.T) {
 // run's deadline reads as DeadlineExceeded.
 func TestRunContextFollowsTheCaller(t *testing.T) {
 	caller, cancel := context.WithCancelCause(context.Background())
-	c := &runCtx{parent: caller, deadline: time.Now().Add(time.Hour)}
+	c := &runCtx{parent: caller, deadline: mono() + int64(time.Hour)}
 	why := errors.New("client went away")
 	cancel(why)
 	if !errors.Is(c.Err(), context.Canceled) || c.cause() != why {
@@ -70,7 +70,7 @@ func TestRunContextFollowsTheCaller(t *testing.T) {
 		t.Fatal("Done not closed after the caller's cancel")
 	}
 
-	d := &runCtx{parent: context.Background(), deadline: time.Now()}
+	d := &runCtx{parent: context.Background(), deadline: mono()}
 	d.stop(errDeadline)
 	if !errors.Is(d.Err(), context.DeadlineExceeded) || d.cause() != errDeadline {
 		t.Fatalf("at the deadline: Err %v cause %v", d.Err(), d.cause())

@@ -19,14 +19,13 @@ import (
 // a value through it; until then it is a few words of the run's shared
 // part, and stopping it takes no lock.
 type runCtx struct {
-	parent   context.Context // the caller's
-	deadline time.Time
+	parent   context.Context          // the caller's
+	deadline int64                    // mono
 	stopped  atomic.Pointer[error]    // why it was stopped, first cause only
 	inner    atomic.Pointer[innerCtx] // nil until needed
-	mu       sync.Mutex               // serializes making inner
 }
 
-func (c *runCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *runCtx) Deadline() (time.Time, bool) { return monoTime(c.deadline), true }
 
 func (c *runCtx) Done() <-chan struct{} { return c.materialize().ctx.Done() }
 
@@ -96,14 +95,12 @@ func (c *runCtx) materialize() *innerCtx {
 	if in := c.inner.Load(); in != nil {
 		return in
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if in := c.inner.Load(); in != nil {
-		return in
-	}
 	ctx, cancel := context.WithCancelCause(c.parent)
 	in := &innerCtx{ctx: ctx, cancel: cancel}
-	c.inner.Store(in)
+	if !c.inner.CompareAndSwap(nil, in) {
+		cancel(context.Canceled) // another made it first: detach this one
+		return c.inner.Load()
+	}
 	if p := c.stopped.Load(); p != nil {
 		cancel(*p)
 	}
@@ -125,16 +122,24 @@ func (c *runCtx) release() {
 // and the Runner's keeper enforces the deadline, so an attempt has no timer
 // of its own. It takes no lock unless an agent waits on it.
 type attemptCtx struct {
-	call   kernel.Call     // the attempt's, allocated with it
-	parent context.Context // the run's, as the tracer may have wrapped it
-	due    int64           // the deadline, mono
+	call kernel.Call // the attempt's, allocated with it
+	sh   *shared     // the run's; its ctx is the parent of this one
+	due  int64       // the deadline, mono
 
 	inner atomic.Pointer[innerCtx] // nil until Done or a derived context needs it
-	// expired: the deadline cut the attempt off; ended: the agent returned.
-	expired, ended atomic.Bool
-	gen            int32
-	abandoned      bool // guarded by the run's mu
+	state atomic.Uint32            // attemptExpired, attemptEnded, attemptAbandoned
+	gen   int32
 }
+
+const (
+	attemptExpired   = 1 << iota // the deadline cut the attempt off
+	attemptEnded                 // the agent returned
+	attemptAbandoned             // it ignored the cut too long: the run went on without it
+)
+
+func (c *attemptCtx) expired() bool   { return c.state.Load()&attemptExpired != 0 }
+func (c *attemptCtx) ended() bool     { return c.state.Load()&attemptEnded != 0 }
+func (c *attemptCtx) abandoned() bool { return c.state.Load()&attemptAbandoned != 0 }
 
 type innerCtx struct {
 	ctx    context.Context
@@ -148,23 +153,23 @@ func (c *attemptCtx) Done() <-chan struct{} { return c.materialize().ctx.Done() 
 // Err reports DeadlineExceeded once the node's deadline cut the attempt off,
 // Canceled once the agent returned, and the run's error once the run ended.
 func (c *attemptCtx) Err() error {
-	if c.expired.Load() {
+	if c.expired() {
 		return context.DeadlineExceeded
 	}
 	if in := c.inner.Load(); in != nil {
 		return in.ctx.Err()
 	}
-	if c.ended.Load() {
+	if c.ended() {
 		return context.Canceled
 	}
-	return c.parent.Err()
+	return c.sh.ctx.Err()
 }
 
 func (c *attemptCtx) Value(key any) any {
 	if in := c.inner.Load(); in != nil {
 		return in.ctx.Value(key)
 	}
-	return c.parent.Value(key)
+	return c.sh.ctx.Value(key)
 }
 
 // materialize returns the cancelable context behind the attempt, making it
@@ -176,16 +181,16 @@ func (c *attemptCtx) materialize() *innerCtx {
 	if in := c.inner.Load(); in != nil {
 		return in
 	}
-	ctx, cancel := context.WithCancelCause(c.parent)
+	ctx, cancel := context.WithCancelCause(c.sh.ctx)
 	in := &innerCtx{ctx: ctx, cancel: cancel}
 	if !c.inner.CompareAndSwap(nil, in) {
 		cancel(context.Canceled) // another made it first: detach this one
 		return c.inner.Load()
 	}
 	switch {
-	case c.expired.Load():
+	case c.expired():
 		cancel(context.DeadlineExceeded)
-	case c.ended.Load():
+	case c.ended():
 		cancel(context.Canceled)
 	}
 	return in
@@ -193,7 +198,7 @@ func (c *attemptCtx) materialize() *innerCtx {
 
 // expire cuts the attempt off at its deadline.
 func (c *attemptCtx) expire() {
-	c.expired.Store(true)
+	c.state.Or(attemptExpired)
 	in := c.inner.Load()
 	if in == nil {
 		in = c.materialize() // so that context.Cause sees why
@@ -204,7 +209,7 @@ func (c *attemptCtx) expire() {
 // release ends the attempt: a context made for it is cancelled, which
 // detaches it from the run's.
 func (c *attemptCtx) release() {
-	c.ended.Store(true)
+	c.state.Or(attemptEnded)
 	if in := c.inner.Load(); in != nil {
 		in.cancel(context.Canceled)
 	}
@@ -304,7 +309,7 @@ type watch struct {
 // first attempt could be due, at the latest.
 func (w *watch) start(e *exec, now int64) (at int64) {
 	w.started = now
-	w.deadline = int64(e.rc.deadline.Sub(epoch))
+	w.deadline = e.rc.deadline
 	w.minTimeout = int64(e.g.MinTimeout)
 	if w.minTimeout <= 0 { // a graph not made by graph.Compile
 		w.minTimeout = int64(time.Hour)
@@ -332,7 +337,7 @@ func (w *watch) begin(e *exec, n *graph.Node, gen, attempt int, now int64, in ag
 	}
 	a.call.Run, a.call.Node, a.call.Attempt = e.kr, n, attempt
 	a.call.Input, a.call.InputRedacted = in, clean
-	a.parent, a.due, a.gen = e.ctx, now+int64(n.Timeout), int32(gen)
+	a.sh, a.due, a.gen = e.sh, now+int64(n.Timeout), int32(gen)
 	e.states[n.Index].attempt.Store(a)
 	return a
 }
@@ -341,7 +346,7 @@ func (w *watch) begin(e *exec, n *graph.Node, gen, attempt int, now int64, in ag
 func (w *watch) end(e *exec, a *attemptCtx) bool {
 	e.states[a.call.Node.Index].attempt.CompareAndSwap(a, nil)
 	a.release()
-	return a.expired.Load()
+	return a.expired()
 }
 
 // check acts on what is due and returns when to look again (0: never).
@@ -373,18 +378,18 @@ func (w *watch) check(e *exec) int64 {
 	}
 	for i := range e.states {
 		a := e.states[i].attempt.Load()
-		if a == nil || a.abandoned {
+		if a == nil || a.abandoned() {
 			continue
 		}
 		due := a.due
-		if !a.expired.Load() && now >= due {
-			a.expired.Store(true)
+		if !a.expired() && now >= due {
+			a.state.Or(attemptExpired)
 			expired = append(expired, a)
 		}
-		if a.expired.Load() {
+		if a.expired() {
 			due += int64(e.r.grace)
 			if now >= due {
-				a.abandoned = true
+				a.state.Or(attemptAbandoned)
 				e.abandoned = true
 				n := a.call.Node
 				abandoned = append(abandoned, completion{idx: n.Index, gen: int(a.gen), attempts: a.call.Attempt,
