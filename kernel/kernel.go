@@ -188,24 +188,39 @@ type Call struct {
 	// not change: a part the agent hands back untouched is not scanned
 	// again.
 	InputRedacted bool
+	// Scope, when set, is where Invoke makes the agent's context, rather
+	// than in the Call. An agent may keep its context after its call
+	// returns: a caller that reuses a Call for another call gives each call
+	// a Scope of its own, and reuses the Call only once its call returned
+	// and only if its node has no tools (a toolset holds its Call).
+	Scope *Scope
 
-	scope   agent.CallScope // the agent's context, made with the Call
-	secrets *agent.Secrets  // the call's, if its node declares any
-	tools   *toolset        // the call's, if its node has tools
+	scope Scope // used when Scope is nil
 }
 
-// CallContext is what the agent of c sees of its call: who and what it is,
-// the secrets it may use (none unless its node declares some), what it may
-// spend and the tools it may call.
-func (c *Call) CallContext() agent.CallContext {
-	n := c.Node
+// Scope is what the agent of a call can reach, which may outlive the
+// call: its context, and through it who and what the call is, the secrets
+// it may use, what it may spend and the tools it may call.
+type Scope struct {
+	ctx     agent.CallScope
+	run     *Run
+	node    *graph.Node
+	attempt int
+	secrets *agent.Secrets // the call's, if its node declares any
+	tools   *toolset       // the call's, if its node has tools
+}
+
+// CallContext is what the agent sees of its call (none of the secrets
+// unless its node declares some).
+func (s *Scope) CallContext() agent.CallContext {
+	n := s.node
 	cc := agent.CallContext{
-		Info:    agent.CallInfo{RunID: c.Run.ID, Node: n.Name, Principal: c.Run.Principal, Attempt: c.Attempt, Effects: n.Card.Effects},
-		Meter:   c.Run.Budget,
-		Secrets: c.secrets,
+		Info:    agent.CallInfo{RunID: s.run.ID, Node: n.Name, Principal: s.run.Principal, Attempt: s.attempt, Effects: n.Card.Effects},
+		Meter:   s.run.Budget,
+		Secrets: s.secrets,
 	}
-	if c.tools != nil {
-		cc.Tools = c.tools
+	if s.tools != nil {
+		cc.Tools = s.tools
 	}
 	return cc
 }
@@ -283,6 +298,11 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 		}
 	}
 
+	sc := c.Scope
+	if sc == nil {
+		sc = &c.scope
+	}
+	sc.run, sc.node, sc.attempt = c.Run, n, c.Attempt
 	if len(n.Card.Secrets) > 0 {
 		if k.opts.Secrets == nil {
 			return k.outcome(ctx, c, args, agent.Message{}, &DeniedError{Node: n.Name, Reason: "node declares secrets but no secret source is configured"})
@@ -296,24 +316,24 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 			r.Secret = name
 			k.record(ctx, r)
 		}
-		c.secrets = ss
+		sc.secrets = ss
 	}
 	if len(n.Tools) > 0 {
-		c.tools = &toolset{k: k, call: c}
-		c.tools.labels.Store(uint32(c.Input.Labels))
+		sc.tools = &toolset{k: k, call: c}
+		sc.tools.labels.Store(uint32(c.Input.Labels))
 	}
 	// One value for the whole call: nothing of the caller's call (an LLM's
 	// secrets or tools, for a tool it calls) shows through. It is made
 	// when the agent first looks (Call.CallContext).
-	cctx := c.scope.BindFrom(ctx, c)
+	cctx := sc.ctx.BindFrom(ctx, sc)
 
 	out, err = k.execute(cctx, n, c.Input)
 	if err != nil {
 		return k.outcome(ctx, c, args, agent.Message{}, k.redactErr(err))
 	}
 	labels := c.Input.Labels.Union(out.Labels)
-	if c.tools != nil {
-		labels = labels.Union(agent.Labels(c.tools.labels.Load()))
+	if sc.tools != nil {
+		labels = labels.Union(agent.Labels(sc.tools.labels.Load()))
 	}
 	if n.Card.ReadsOutside && !n.Trusted {
 		labels = labels.With(agent.Untrusted)

@@ -121,3 +121,31 @@ func TestWaitingForAConcurrencySlotIsNotTheNodesTime(t *testing.T) {
 		}
 	}
 }
+
+// An agent that keeps its context after its call returns still sees its
+// own call through it (run, node, attempt), and the context stays ended,
+// after later runs of the same graph have reused the run's state.
+func TestKeptContextOutlivesReuse(t *testing.T) {
+	got := make(chan context.Context, 1)
+	g := build(t, graph.New("keep").Add("a", keepCtx{got: got}))
+	r := newRunner(t, nil)
+	first := r.Run(context.Background(), &run.Request{Graph: g, Input: agent.Text("x")})
+	if first.Status != run.StatusSucceeded {
+		t.Fatalf("first run: %s (%s)", first.Status, first.Error)
+	}
+	kept := <-got
+	for range 50 {
+		res := r.Run(context.Background(), &run.Request{Graph: g, Input: agent.Text("y")})
+		if res.Status != run.StatusSucceeded {
+			t.Fatalf("later run: %s (%s)", res.Status, res.Error)
+		}
+		<-got
+	}
+	ci := agent.CallInfoFrom(kept)
+	if ci == nil || ci.RunID != first.RunID || ci.Node != "a" || ci.Attempt != 1 {
+		t.Fatalf("kept context's call: %+v, want run %s node a attempt 1", ci, first.RunID)
+	}
+	if !errors.Is(kept.Err(), context.Canceled) {
+		t.Fatalf("kept context's Err = %v, want Canceled", kept.Err())
+	}
+}

@@ -28,6 +28,7 @@ type nodeState struct {
 	in       agent.Message // while the node waits in the queue
 	out      agent.Message
 	attempt  atomic.Pointer[attemptCtx] // in flight under the node's timeout
+	call     kernel.Call                // the node's first attempt's, in this run
 	err      error
 	warnings []string
 	route    string
@@ -593,8 +594,8 @@ func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, clean bool, att
 		// The run's deadline comes first, and the coordinator enforces it.
 		return e.r.k.Invoke(e.ctx, &kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt})
 	}
-	actx := e.watch.begin(e, n, gen, attempt, now, in, clean)
-	out, err := e.r.k.Invoke(actx, &actx.call)
+	actx, call := e.watch.begin(e, n, gen, attempt, now, in, clean)
+	out, err := e.r.k.Invoke(actx, call)
 	if expired := e.watch.end(e, actx); err != nil && expired && e.rc.Err() == nil {
 		err = &TimeoutError{Node: n.Name, After: n.Timeout}
 	}

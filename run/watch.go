@@ -122,13 +122,15 @@ func (c *runCtx) release() {
 // and the Runner's keeper enforces the deadline, so an attempt has no timer
 // of its own. It takes no lock unless an agent waits on it.
 type attemptCtx struct {
-	call kernel.Call // the attempt's, allocated with it
-	sh   *shared     // the run's; its ctx is the parent of this one
-	due  int64       // the deadline, mono
+	scope kernel.Scope // what the agent reaches through its context, made with it
+	sh    *shared      // the run's; its ctx is the parent of this one
+	node  *graph.Node
+	due   int64 // the deadline, mono
 
-	inner atomic.Pointer[innerCtx] // nil until Done or a derived context needs it
-	state atomic.Uint32            // attemptExpired, attemptEnded, attemptAbandoned
-	gen   int32
+	inner   atomic.Pointer[innerCtx] // nil until Done or a derived context needs it
+	state   atomic.Uint32            // attemptExpired, attemptEnded, attemptAbandoned
+	gen     int32
+	attempt int32
 }
 
 const (
@@ -324,27 +326,35 @@ func (w *watch) start(e *exec, now int64) (at int64) {
 // begin makes the context of an attempt at node n on in, with its kernel
 // call, and publishes it for the keeper. clean says in is made of kernel
 // outputs as they are.
-func (w *watch) begin(e *exec, n *graph.Node, gen, attempt int, now int64, in agent.Message, clean bool) *attemptCtx {
+func (w *watch) begin(e *exec, n *graph.Node, gen, attempt int, now int64, in agent.Message, clean bool) (*attemptCtx, *kernel.Call) {
 	var a *attemptCtx
+	var c *kernel.Call
 	if i := n.Index; gen == 1 && attempt == 1 {
 		// A node's first attempt in a run is made once: its context comes
-		// with the run's (exec.firsts). Any later attempt gets one of its
-		// own, so that what an earlier one left running never sees a
-		// later one's.
+		// with the run's (exec.firsts), and its kernel call is kept with
+		// the node's state, which later runs reuse: nothing holds a call
+		// once it returned, but a toolset, which holds its call. Any later
+		// attempt gets a context and a call of its own, so that what an
+		// earlier one left running never sees a later one's.
 		a = &e.firsts[i/firstsChunk][i%firstsChunk]
+		if len(n.Tools) == 0 {
+			c = &e.states[i].call
+		}
 	} else {
 		a = new(attemptCtx)
 	}
-	a.call.Run, a.call.Node, a.call.Attempt = e.kr, n, attempt
-	a.call.Input, a.call.InputRedacted = in, clean
-	a.sh, a.due, a.gen = e.sh, now+int64(n.Timeout), int32(gen)
+	if c == nil {
+		c = new(kernel.Call)
+	}
+	*c = kernel.Call{Run: e.kr, Node: n, Input: in, Attempt: attempt, InputRedacted: clean, Scope: &a.scope}
+	a.sh, a.node, a.due, a.gen, a.attempt = e.sh, n, now+int64(n.Timeout), int32(gen), int32(attempt)
 	e.states[n.Index].attempt.Store(a)
-	return a
+	return a, c
 }
 
 // end removes a returned attempt; it reports whether its deadline had passed.
 func (w *watch) end(e *exec, a *attemptCtx) bool {
-	e.states[a.call.Node.Index].attempt.CompareAndSwap(a, nil)
+	e.states[a.node.Index].attempt.CompareAndSwap(a, nil)
 	a.release()
 	return a.expired()
 }
@@ -391,8 +401,8 @@ func (w *watch) check(e *exec) int64 {
 			if now >= due {
 				a.state.Or(attemptAbandoned)
 				e.abandoned = true
-				n := a.call.Node
-				abandoned = append(abandoned, completion{idx: n.Index, gen: int(a.gen), attempts: a.call.Attempt,
+				n := a.node
+				abandoned = append(abandoned, completion{idx: n.Index, gen: int(a.gen), attempts: int(a.attempt),
 					err: &TimeoutError{Node: n.Name, After: n.Timeout, Abandoned: true}})
 				continue
 			}
