@@ -237,7 +237,8 @@ func (r *Runner) Run(ctx context.Context, req *Request) *Result {
 	steps := lower(lower(int64(r.limits.MaxSteps), int64(g.Limits.MaxSteps)), int64(req.MaxSteps))
 	tokens := lower(int64(r.limits.MaxTokens), int64(g.Limits.MaxTokens))
 
-	// The run's scheduler state, kernel view and budget in one allocation.
+	// The scheduler's state is reused from an earlier run; what outlives
+	// the run (its kernel view, budget, context and id) is one allocation.
 	e, sh := newExec(), new(shared)
 	e.sh = sh
 	kr := &sh.krv
