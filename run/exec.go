@@ -48,7 +48,8 @@ type completion struct {
 // goroutine applies the node's completion itself and goes straight on with
 // one successor that became ready (a chain runs on one goroutine), while
 // the caller's goroutine only waits for the run to go idle, its deadline or
-// its cancellation.
+// its cancellation. Once the run has reported, e is reused by a later run
+// (execs); what may outlive the run is in sh.
 type exec struct {
 	sh *shared // what outlives the run
 

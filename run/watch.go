@@ -116,11 +116,13 @@ func (c *runCtx) release() {
 }
 
 // attemptCtx is one attempt's context: the run's, with the node's deadline.
-// It costs one allocation, shared with the attempt's kernel call, while
-// nobody waits on it: the cancelable context behind Done is made the first
-// time an agent asks for it (most no-op and pure-compute agents never do),
-// and the Runner's keeper enforces the deadline, so an attempt has no timer
-// of its own. It takes no lock unless an agent waits on it.
+// With it comes the kernel.Scope the agent reaches through it, so an agent
+// that keeps its context keeps what it needs and nothing a later run
+// reuses. A node's first attempt's comes with the run's (exec.firsts).
+// The cancelable context behind Done is made the first time an agent asks
+// for it (most no-op and pure-compute agents never do), and the Runner's
+// keeper enforces the deadline, so an attempt has no timer of its own. It
+// takes no lock unless an agent waits on it.
 type attemptCtx struct {
 	scope kernel.Scope // what the agent reaches through its context, made with it
 	sh    *shared      // the run's; its ctx is the parent of this one
