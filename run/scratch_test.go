@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,13 +97,19 @@ func TestAbandonedRunKeepsItsScratch(t *testing.T) {
 	}
 }
 
-// sometimesStuck ignores its context for a while when its input says so.
-type sometimesStuck struct{}
+// sometimesStuck ignores its context until released when its input says
+// so; stuck counts the calls it holds.
+type sometimesStuck struct {
+	release chan struct{}
+	stuck   *atomic.Int32
+}
 
 func (sometimesStuck) Card() agent.Card { return agent.Card{Name: "test:sometimes", Kind: "fn"} }
-func (sometimesStuck) Run(_ context.Context, in agent.Message) (agent.Message, error) {
+func (s sometimesStuck) Run(_ context.Context, in agent.Message) (agent.Message, error) {
 	if len(in.Parts) > 0 && len(in.Parts[0].Text) > 0 && in.Parts[0].Text[0] == '!' {
-		time.Sleep(40 * time.Millisecond) // past its timeout and the grace period
+		s.stuck.Add(1)
+		defer s.stuck.Add(-1)
+		<-s.release // past its timeout and the grace period
 	}
 	return in, nil
 }
@@ -112,15 +119,28 @@ func (sometimesStuck) Run(_ context.Context, in agent.Message) (agent.Message, e
 // runs in flight, each report their own input, id and trace (run with
 // -race: a run touching another's state shows up there too).
 func TestReusedRunStateStaysApart(t *testing.T) {
+	// Timeouts long enough that a node that does not hang never times out
+	// on a busy machine under the race detector; short enough that the
+	// keeper scans often.
+	release, stuck := make(chan struct{}), new(atomic.Int32)
+	agentOf := sometimesStuck{release: release, stuck: stuck}
+	defer func() {
+		// Let the abandoned calls return before the next test counts
+		// goroutines.
+		close(release)
+		for until := time.Now().Add(5 * time.Second); stuck.Load() > 0 && time.Now().Before(until); {
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	g, err := graph.New("reuse").
-		Add("a", sometimesStuck{}, graph.Timeout(5*time.Millisecond)).
-		Add("b", sometimesStuck{}, graph.Timeout(5*time.Millisecond)).
-		Add("c", sometimesStuck{}, graph.Timeout(5*time.Millisecond)).
+		Add("a", agentOf, graph.Timeout(100*time.Millisecond)).
+		Add("b", agentOf, graph.Timeout(100*time.Millisecond)).
+		Add("c", agentOf, graph.Timeout(100*time.Millisecond)).
 		Build(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRunner(&Config{Grace: 5 * time.Millisecond})
+	r, err := NewRunner(&Config{Grace: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
