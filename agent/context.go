@@ -30,8 +30,8 @@ func WithCall(ctx context.Context, cc *CallContext) context.Context {
 }
 
 // CallScope is a context carrying one CallContext: what WithCall returns,
-// made in place, so that the kernel allocates it with the call it belongs
-// to. Bind (or BindFrom) each CallScope once.
+// made in place, so that the kernel allocates it with what it keeps of the
+// call it belongs to. Bind (or BindFrom) each CallScope once.
 type CallScope struct {
 	context.Context
 	src CallSource                  // makes cc when it is first asked for
@@ -57,7 +57,7 @@ func (s *CallScope) Bind(parent context.Context, cc *CallContext) context.Contex
 }
 
 // BindFrom makes s carry over parent the CallContext src makes, which it
-// asks for once, when the call first looks, and returns it.
+// asks for when the call first looks, and returns it.
 func (s *CallScope) BindFrom(parent context.Context, src CallSource) context.Context {
 	s.Context, s.src = parent, src
 	return s

@@ -324,7 +324,7 @@ func (k *Kernel) Invoke(ctx context.Context, c *Call) (out agent.Message, err er
 	}
 	// One value for the whole call: nothing of the caller's call (an LLM's
 	// secrets or tools, for a tool it calls) shows through. It is made
-	// when the agent first looks (Call.CallContext).
+	// when the agent first looks (Scope.CallContext).
 	cctx := sc.ctx.BindFrom(ctx, sc)
 
 	out, err = k.execute(cctx, n, c.Input)
