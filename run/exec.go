@@ -78,8 +78,7 @@ type exec struct {
 	// left: the run left its Runner while the keeper was not looking
 	// through the runs (so it holds no pointer to e).
 	left      bool
-	rc        *runCtx         // the run's context (sh.rcv): its cancellation and deadline
-	ctx       context.Context // rc, as the tracer may have wrapped it for the nodes
+	rc        *runCtx // the run's context (sh.rcv): its cancellation and deadline; sh.ctx for the nodes
 	running   int
 	resume    map[string]agent.Message
 	approvals []string
@@ -169,9 +168,12 @@ type scratch struct {
 // scratchPools hold scratch by size class: pool k has room for 1<<k nodes.
 var scratchPools [11]sync.Pool
 
+// sizeClass is the pool for room for n nodes (none if it is past the last).
+func sizeClass(n int) int { return bits.Len(uint(max(n, 4) - 1)) }
+
 func getScratch(n int) *scratch {
 	size := n
-	if k := bits.Len(uint(max(n, 4) - 1)); k < len(scratchPools) {
+	if k := sizeClass(n); k < len(scratchPools) {
 		if s, ok := scratchPools[k].Get().(*scratch); ok {
 			s.states = s.states[:n]
 			return s
@@ -186,15 +188,15 @@ func getScratch(n int) *scratch {
 func (e *exec) release() {
 	s := e.scratch
 	e.scratch = nil
-	if s == nil || e.abandoned || cap(s.states) < 4 {
+	if s == nil || e.abandoned {
 		// An abandoned node's goroutine still reads states when its agent
 		// returns (watch.end): they stay as they are.
 		return
 	}
 	e.states, e.ready, e.head = nil, nil, 0
-	k := bits.Len(uint(cap(s.states) - 1))
-	if k >= len(scratchPools) || cap(s.states) != 1<<k {
-		return
+	k := sizeClass(cap(s.states))
+	if k >= len(scratchPools) {
+		return // made for a graph too big to pool
 	}
 	clear(s.states) // holds the run's messages
 	s.ready = s.ready[:0]
@@ -221,7 +223,6 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	}
 	e.rc = &e.sh.rcv
 	e.rc.parent, e.rc.deadline = parent, int64(dl.Sub(epoch))
-	e.ctx = e.rc
 	defer e.rc.release()
 	at := e.watch.start(e, int64(start.Sub(epoch)))
 	e.r.enter(e)
@@ -229,8 +230,7 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 	defer e.r.leave(e)
 	e.kr.Hold(input.Labels)
 	var endSpan func(string)
-	e.ctx, endSpan = e.r.k.StartRun(e.ctx, e.kr)
-	e.sh.ctx = e.ctx
+	e.sh.ctx, endSpan = e.r.k.StartRun(e.rc, e.kr)
 	defer func() { endSpan(string(e.status)) }()
 	e.mu.Lock()
 	e.status = StatusRunning
@@ -258,7 +258,7 @@ func (e *exec) run(parent context.Context, deadline time.Duration, input agent.M
 			case <-e.wake:
 			case <-pdone:
 				pdone = nil
-				e.stop(context.Cause(parent)) // the context package does too, maybe a moment later
+				e.stop(context.Cause(parent)) // rc's Err saw it already; this records the cause
 			}
 		}
 		if e.rc.Err() != nil {
@@ -593,7 +593,7 @@ func retryable(err error) bool {
 func (e *exec) attempt(n *graph.Node, gen int, in agent.Message, clean bool, attempt int, now int64) (agent.Message, error) {
 	if e.watch.deadline-now <= int64(n.Timeout) {
 		// The run's deadline comes first, and the coordinator enforces it.
-		return e.r.k.Invoke(e.ctx, &kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt})
+		return e.r.k.Invoke(e.sh.ctx, &kernel.Call{Run: e.kr, Node: n, Input: in, InputRedacted: clean, Attempt: attempt})
 	}
 	actx, call := e.watch.begin(e, n, gen, attempt, now, in, clean)
 	out, err := e.r.k.Invoke(actx, call)
