@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
+	"github.com/babelagent/babel/internal/loopback"
 )
 
 // runJSEgress runs code with input as stdin and opts as its egress, and
@@ -161,8 +160,12 @@ func TestJSFetchRefusesBlockedVectors(t *testing.T) {
 	t.Parallel()
 	witness, conns := countingServer(t, "witness")
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(witness.URL, "http://"))
+	vectors := loopback.Vectors(t, "../egress/testdata/ssrf-blocked.txt")
+	if len(vectors) < 20 {
+		t.Fatalf("only %d vectors", len(vectors))
+	}
 	var targets, allow []string
-	for _, raw := range readSSRFVectors(t) {
+	for _, raw := range vectors {
 		u, err := url.Parse(raw)
 		if err != nil {
 			t.Fatal(err)
@@ -178,7 +181,7 @@ func TestJSFetchRefusesBlockedVectors(t *testing.T) {
 	// An allowed name that resolves to loopback is refused when dialed.
 	targets = append(targets, "http://allowed.example:"+port+"/")
 	allow = append(allow, "allowed.example")
-	opts := &egress.Options{Allowlist: allowable(allow), Resolver: loopbackResolver{}}
+	opts := &egress.Options{Allowlist: allowable(allow), Resolver: loopback.StaticResolver{IP: net.IPv4(127, 0, 0, 1)}}
 	var out []jsFetchResult
 	runJSEgress(t, context.Background(), jsTryFetch, targets, opts, &out)
 	if len(out) != len(targets) {
@@ -201,32 +204,6 @@ func allowable(hosts []string) []string {
 		if _, err := egress.New(&egress.Options{Allowlist: []string{h}}); err == nil {
 			out = append(out, h)
 		}
-	}
-	return out
-}
-
-type loopbackResolver struct{}
-
-func (loopbackResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
-	return []net.IPAddr{{IP: net.IPv4(127, 0, 0, 1)}}, nil
-}
-
-func readSSRFVectors(t *testing.T) []string {
-	t.Helper()
-	f, err := os.Open("../egress/testdata/ssrf-blocked.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
-			out = append(out, line)
-		}
-	}
-	if len(out) < 20 {
-		t.Fatalf("only %d vectors", len(out))
 	}
 	return out
 }

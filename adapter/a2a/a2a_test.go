@@ -19,6 +19,7 @@ import (
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
 	"github.com/babelagent/babel/graph"
+	"github.com/babelagent/babel/internal/loopback"
 	"github.com/babelagent/babel/internal/topotest"
 	"github.com/babelagent/babel/kernel"
 	"github.com/babelagent/babel/run"
@@ -98,11 +99,7 @@ func wantFailed(t testing.TB, res *run.Result, substrings ...string) {
 
 // metadataResolver answers every name with the cloud metadata address, as
 // a hostile or rebinding DNS server would.
-type metadataResolver struct{}
-
-func (metadataResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
-	return []net.IPAddr{{IP: net.ParseIP("169.254.169.254")}}, nil
-}
+var metadataResolver = loopback.StaticResolver{IP: net.ParseIP("169.254.169.254")}
 
 // checkEgressGuard shows the egress guard applies to the form: an agent
 // at the cloud metadata address is refused when the graph is compiled, and
@@ -115,7 +112,7 @@ func checkEgressGuard(t *testing.T, fm form) {
 		t.Errorf("an agent at the metadata address compiled (%v); want an egress refusal", err)
 	}
 	var n atomic.Int64
-	opts := &babela2a.Options{Egress: &egress.Options{Resolver: metadataResolver{}, OnBytes: func(b int64) { n.Add(b) }}}
+	opts := &babela2a.Options{Egress: &egress.Options{Resolver: metadataResolver, OnBytes: func(b int64) { n.Add(b) }}}
 	res := runYAML(t, fm("http://agent.example.com/"), opts, agent.Text("hi"))
 	wantFailed(t, res, "egress refused", "169.254.169.254")
 	if b := n.Load(); b != 0 {

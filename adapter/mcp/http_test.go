@@ -17,6 +17,7 @@ import (
 	babelmcp "github.com/babelagent/babel/adapter/mcp"
 	"github.com/babelagent/babel/agent"
 	"github.com/babelagent/babel/egress"
+	"github.com/babelagent/babel/internal/loopback"
 	"github.com/babelagent/babel/kernel"
 )
 
@@ -60,11 +61,7 @@ func (f *httpFixture) node(fm form, tool, pin string) string {
 
 // metadataResolver answers every name with the cloud metadata address, as
 // a hostile or rebinding DNS server would.
-type metadataResolver struct{}
-
-func (metadataResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
-	return []net.IPAddr{{IP: net.ParseIP("169.254.169.254")}}, nil
-}
+var metadataResolver = loopback.StaticResolver{IP: net.ParseIP("169.254.169.254")}
 
 // checkEgressGuard shows the egress guard applies to the form: a server at
 // the cloud metadata address is refused when the graph is compiled, and a
@@ -78,7 +75,7 @@ func checkEgressGuard(t *testing.T, fm form) {
 		t.Errorf("a server at the metadata address compiled (%v); want an egress refusal", err)
 	}
 	var bytes atomic.Int64
-	opts := &babelmcp.Options{Egress: &egress.Options{Resolver: metadataResolver{}, OnBytes: func(n int64) { bytes.Add(n) }}}
+	opts := &babelmcp.Options{Egress: &egress.Options{Resolver: metadataResolver, OnBytes: func(n int64) { bytes.Add(n) }}}
 	res := runYAML(t, fm("http://tools.example.com/mcp", "echo", pin), opts, `{"text":"x"}`)
 	wantFailed(t, res, "egress refused", "169.254.169.254")
 	if n := bytes.Load(); n != 0 {
