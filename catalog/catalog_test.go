@@ -187,9 +187,11 @@ func TestCodeFileNeverResolvesAgainstTheWorkingDirectory(t *testing.T) {
 	}
 }
 
-func TestWasmCodeNodeFromFile(t *testing.T) {
+// nopWasmDir returns a directory holding nop.wasm, the smallest WASI
+// command: _start returns at once.
+func nopWasmDir(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
-	// The smallest WASI command: _start returns at once.
 	module := []byte{
 		0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
 		0x01, 0x04, 0x01, 0x60, 0x00, 0x00,
@@ -200,6 +202,11 @@ func TestWasmCodeNodeFromFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "nop.wasm"), module, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+func TestWasmCodeNodeFromFile(t *testing.T) {
+	dir := nopWasmDir(t)
 	g := mustCompile(t, catalog.Registry(&catalog.Options{Dir: dir}), oneNode(`{code: {file: nop.wasm}}`))
 	if c := g.Nodes[0].Card; c.Kind != "wasm" {
 		t.Errorf("card kind %q, want wasm", c.Kind)

@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -148,18 +146,7 @@ func TestJSCodeNodeWithoutEgressHasNoFetch(t *testing.T) {
 }
 
 func TestWasmCodeNodeCannotDeclareEgress(t *testing.T) {
-	dir := t.TempDir()
-	// The smallest WASI command: _start returns at once.
-	module := []byte{
-		0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-		0x01, 0x04, 0x01, 0x60, 0x00, 0x00,
-		0x03, 0x02, 0x01, 0x00,
-		0x07, 0x0a, 0x01, 0x06, '_', 's', 't', 'a', 'r', 't', 0x00, 0x00,
-		0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b,
-	}
-	if err := os.WriteFile(filepath.Join(dir, "nop.wasm"), module, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir := nopWasmDir(t)
 	_, err := compile(t, catalog.Registry(&catalog.Options{Dir: dir}), oneNode(`{code: {file: nop.wasm}}`, `egress: ["api.example.com"]`))
 	if err == nil || !strings.Contains(err.Error(), "no network") {
 		t.Fatalf("compile: %v; want a refusal naming that a wasm module has no network", err)
