@@ -28,6 +28,14 @@ func (s *registeringScoper) Scope(_ context.Context, names []string) (*agent.Sec
 	return agent.NewSecrets(ss...), nil
 }
 
+// registeringRunner runs graphs on a kernel whose secret source registers
+// value with the redactor when a call first asks for a secret.
+func registeringRunner(t *testing.T, value string) *run.Runner {
+	red := secrets.NewRedactor()
+	k := kernel.New(&kernel.Options{Redactor: red, Secrets: &registeringScoper{red: red, value: value}})
+	return newRunner(t, &run.Config{Kernel: k})
+}
+
 // says returns fixed text whatever its input.
 type says string
 
@@ -42,9 +50,7 @@ func (s says) Run(context.Context, agent.Message) (agent.Message, error) {
 // pass-through output is scanned again.
 func TestPassThroughOutputIsRedactedForASecretRegisteredMidRun(t *testing.T) {
 	const value = "s3cr3t-value-registered-late"
-	red := secrets.NewRedactor()
-	k := kernel.New(&kernel.Options{Redactor: red, Secrets: &registeringScoper{red: red, value: value}})
-	r := newRunner(t, &run.Config{Kernel: k})
+	r := registeringRunner(t, value)
 	g := build(t, graph.New("late").
 		Add("leak", says("the value is "+value)).
 		Add("pass", noop{}, graph.Declare(nil, nil, []string{"TOKEN"})).
@@ -103,9 +109,7 @@ func TestJoinUnderACredentialNamedNodeIsRedacted(t *testing.T) {
 // was first registered during the run.
 func TestPassThroughJoinIsRedactedForASecretRegisteredMidRun(t *testing.T) {
 	const value = "another-secret-registered-late"
-	red := secrets.NewRedactor()
-	k := kernel.New(&kernel.Options{Redactor: red, Secrets: &registeringScoper{red: red, value: value}})
-	r := newRunner(t, &run.Config{Kernel: k})
+	r := registeringRunner(t, value)
 	g := build(t, graph.New("late-join").
 		Add("a", says("a has "+value), graph.After()).
 		Add("b", says("b"), graph.After()).
