@@ -92,19 +92,27 @@ var canceled = context.Canceled
 // published before the cause is read, and stop sets the cause before it
 // looks for it: one of the two sees the other.)
 func (c *runCtx) materialize() *innerCtx {
-	if in := c.inner.Load(); in != nil {
-		return in
-	}
-	ctx, cancel := context.WithCancelCause(c.parent)
-	in := &innerCtx{ctx: ctx, cancel: cancel}
-	if !c.inner.CompareAndSwap(nil, in) {
-		cancel(context.Canceled) // another made it first: detach this one
-		return c.inner.Load()
-	}
-	if p := c.stopped.Load(); p != nil {
-		cancel(*p)
+	in, made := makeInner(&c.inner, c.parent)
+	if p := c.stopped.Load(); made && p != nil {
+		in.cancel(*p)
 	}
 	return in
+}
+
+// makeInner returns the context published in p, first publishing a
+// cancelable child of parent there if there is none; made says this call
+// published it (a goroutine that loses the race detaches its own).
+func makeInner(p *atomic.Pointer[innerCtx], parent context.Context) (in *innerCtx, made bool) {
+	if in := p.Load(); in != nil {
+		return in, false
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	in = &innerCtx{ctx: ctx, cancel: cancel}
+	if !p.CompareAndSwap(nil, in) {
+		cancel(context.Canceled)
+		return p.Load(), false
+	}
+	return in, true
 }
 
 // release lets go of the caller's context: the run is over.
@@ -182,20 +190,13 @@ func (c *attemptCtx) Value(key any) any {
 // expire and release set their flag before they look for it: one of the
 // two sees the other.)
 func (c *attemptCtx) materialize() *innerCtx {
-	if in := c.inner.Load(); in != nil {
-		return in
-	}
-	ctx, cancel := context.WithCancelCause(c.sh.ctx)
-	in := &innerCtx{ctx: ctx, cancel: cancel}
-	if !c.inner.CompareAndSwap(nil, in) {
-		cancel(context.Canceled) // another made it first: detach this one
-		return c.inner.Load()
-	}
+	in, made := makeInner(&c.inner, c.sh.ctx)
 	switch {
+	case !made:
 	case c.expired():
-		cancel(context.DeadlineExceeded)
+		in.cancel(context.DeadlineExceeded)
 	case c.ended():
-		cancel(context.Canceled)
+		in.cancel(context.Canceled)
 	}
 	return in
 }
