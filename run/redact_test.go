@@ -31,6 +31,7 @@ func (s *registeringScoper) Scope(_ context.Context, names []string) (*agent.Sec
 // registeringRunner runs graphs on a kernel whose secret source registers
 // value with the redactor when a call first asks for a secret.
 func registeringRunner(t *testing.T, value string) *run.Runner {
+	t.Helper()
 	red := secrets.NewRedactor()
 	k := kernel.New(&kernel.Options{Redactor: red, Secrets: &registeringScoper{red: red, value: value}})
 	return newRunner(t, &run.Config{Kernel: k})
