@@ -53,6 +53,9 @@ func TestAbandonedRunKeepsItsScratch(t *testing.T) {
 	if res.Status != StatusFailed || res.Trace[0].Status != NodeFailed {
 		t.Fatalf("run %s, node %s (%s); want the stuck node to time out", res.Status, res.Trace[0].Status, res.Error)
 	}
+	if d := res.Trace[0].DurationMS; d < 20 {
+		t.Errorf("the abandoned node's trace says it ran %v ms; it ran past its 20ms timeout", d)
+	}
 	e := <-caught
 	e.mu.Lock()
 	abandoned, left := e.abandoned, e.scratch

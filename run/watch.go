@@ -406,7 +406,8 @@ func (w *watch) check(e *exec) int64 {
 				e.abandoned = true
 				n := a.node
 				abandoned = append(abandoned, completion{idx: n.Index, gen: int(a.gen), attempts: int(a.attempt),
-					err: &TimeoutError{Node: n.Name, After: n.Timeout, Abandoned: true}})
+					err: &TimeoutError{Node: n.Name, After: n.Timeout, Abandoned: true},
+					dur: time.Duration(now - (a.due - int64(n.Timeout)))}) // since the attempt began
 				continue
 			}
 		}
